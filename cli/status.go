@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/watermark"
+)
+
+// SourceStatus is one source in `syncd status --json`.
+type SourceStatus struct {
+	Name         string   `json:"name"`
+	Table        string   `json:"table"`
+	Sink         string   `json:"sink"`
+	Watermark    string   `json:"watermark"` // RFC 3339 with microseconds, or "" before the first page
+	Cursor       []string `json:"cursor"`
+	ResyncFrom   string   `json:"resync_from,omitempty"`
+	LastRunAt    string   `json:"last_run_at,omitempty"`
+	LastStatus   string   `json:"last_status,omitempty"`
+	LastError    string   `json:"last_error,omitempty"`
+	LastSuccess  string   `json:"last_success_at,omitempty"`
+	RowsLastRun  int64    `json:"rows_applied_last_run"`
+	PagesLastRun int64    `json:"pages_last_run"`
+	RowsTotal    int64    `json:"rows_applied_total"`
+}
+
+// Status is the document `syncd status --json` prints.
+type Status struct {
+	State   string         `json:"state"`
+	Sources []SourceStatus `json:"sources"`
+}
+
+func cmdStatus(_ context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "status")
+	var c common
+	c.register(fs, true)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parse(env, fs, args, &c); err != nil {
+		return err
+	}
+	cfgs, err := load(env, c.config, "")
+	if err != nil {
+		return err
+	}
+	store, err := openState(c.state)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	st, err := BuildStatus(store, cfgs)
+	if err != nil {
+		return err
+	}
+	return PrintStatus(env, st, *asJSON)
+}
+
+// BuildStatus reads the stored state of every configured source.
+func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) {
+	out := Status{State: store.Path(), Sources: []SourceStatus{}}
+	for _, c := range cfgs {
+		s, _, err := store.Get(c.Name)
+		if err != nil {
+			return out, err
+		}
+		out.Sources = append(out.Sources, SourceStatus{
+			Name:         c.Name,
+			Table:        c.Source.Table,
+			Sink:         c.Sink.Table,
+			Watermark:    watermarkText(s.Cursor),
+			Cursor:       s.Cursor,
+			ResyncFrom:   s.From,
+			LastRunAt:    timeText(s.LastRunAt),
+			LastStatus:   s.LastStatus,
+			LastError:    s.LastError,
+			LastSuccess:  timeText(s.LastSuccess),
+			RowsLastRun:  s.LastRows,
+			PagesLastRun: s.LastPages,
+			RowsTotal:    s.TotalRows,
+		})
+	}
+	return out, nil
+}
+
+// PrintStatus writes the status as JSON or as a table.
+func PrintStatus(env *Env, st Status, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tROWS LAST RUN\tROWS TOTAL")
+	for _, s := range st.Sources {
+		wm := s.Watermark
+		switch {
+		case wm == "" && s.ResyncFrom != "":
+			wm = "from " + s.ResyncFrom
+		case wm == "":
+			wm = "-"
+		}
+		status := cmpStr(s.LastStatus, "never run")
+		if s.LastError != "" {
+			status += ": " + s.LastError
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status, s.RowsLastRun, s.RowsTotal)
+	}
+	return tw.Flush()
+}
+
+func cmpStr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func timeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+// watermarkText renders a stored cursor: its first value as RFC 3339 with
+// microseconds when it is a timestamp, the values joined otherwise.
+func watermarkText(cursor []string) string {
+	if len(cursor) == 0 {
+		return ""
+	}
+	if t, ok := ParsePGTime(cursor[0]); ok {
+		return t.Format("2006-01-02T15:04:05.000000Z07:00")
+	}
+	return strings.Join(cursor, ",")
+}
+
+// ParsePGTime parses PostgreSQL's ISO text output of a timestamp (with or
+// without time zone; without one it is taken as UTC) or a date.
+func ParsePGTime(s string) (time.Time, bool) {
+	for _, layout := range []string{
+		"2006-01-02 15:04:05.999999-07",
+		"2006-01-02 15:04:05.999999-07:00",
+		"2006-01-02 15:04:05.999999-07:00:00",
+		"2006-01-02 15:04:05.999999",
+		"2006-01-02",
+	} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), true
+		}
+	}
+	return time.Time{}, false
+}

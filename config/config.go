@@ -1,0 +1,111 @@
+// Package config loads syncd's source files: one YAML file per source, or a
+// folder of them. It owns the whole pipeline from bytes to a validated
+// Config: ${VAR} expansion, a strict decode that rejects unknown keys and
+// wrong types, defaults, and checks that name the file, the line and the key.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalid is wrapped by every error that a bad config file causes; the
+// CLI maps it to exit code 2.
+var ErrInvalid = errors.New("invalid config")
+
+// Sink types.
+const (
+	SinkPostgres     = "postgres"
+	SinkCouponGrants = "coupon_grants"
+)
+
+// Bound modes for the commit-safe read bound (source.bound).
+const (
+	BoundAll     = "transactions" // every open transaction holds the bound back
+	BoundWriters = "writers"      // only transactions that have written (backend_xid set)
+	BoundOff     = "off"          // no bound: rely on lookback alone
+)
+
+// Config is one source file.
+type Config struct {
+	// File is the path the config was read from.
+	File string `yaml:"-"`
+	// Lines maps a dotted key ("source.cursor") to its line in File.
+	Lines map[string]int `yaml:"-"`
+
+	Name      string     `yaml:"name"`
+	Schedule  string     `yaml:"schedule"`
+	Source    Source     `yaml:"source"`
+	Sink      Sink       `yaml:"sink"`
+	Reconcile *Reconcile `yaml:"reconcile"`
+}
+
+// Source is the table syncd reads from.
+type Source struct {
+	DSN     string `yaml:"dsn"`
+	DSNFile string `yaml:"dsn_file"`
+	Table   string `yaml:"table"`
+	// Cursor lists the ordering columns; the last one is the unique tie-breaker.
+	Cursor  []string `yaml:"cursor"`
+	Columns []string `yaml:"columns"`
+	Where   string   `yaml:"where"`
+	// Lookback is how far behind the watermark each run starts reading again.
+	Lookback Duration `yaml:"lookback"`
+	PageSize int      `yaml:"page_size"`
+	// DeletedColumn names a soft-delete flag or timestamp column.
+	DeletedColumn string `yaml:"deleted_column"`
+	// Settle keeps the read bound this far behind the source's clock.
+	Settle Duration `yaml:"settle"`
+	// Bound selects which open transactions hold the read bound back.
+	Bound string `yaml:"bound"`
+}
+
+// Sink is where rows (or grants) are written.
+type Sink struct {
+	Type    string   `yaml:"type"`
+	DSN     string   `yaml:"dsn"`
+	DSNFile string   `yaml:"dsn_file"`
+	Table   string   `yaml:"table"`
+	Key     []string `yaml:"key"`
+	// KeepDeleted keeps soft-deleted rows in the copy, flagged, instead of deleting them.
+	KeepDeleted bool `yaml:"keep_deleted"`
+	// Campaign names a coupon campaign (type coupon_grants).
+	Campaign string `yaml:"campaign"`
+}
+
+// Reconcile schedules a value-level reconcile from the daemon.
+type Reconcile struct {
+	Schedule string `yaml:"schedule"`
+	Repair   bool   `yaml:"repair"`
+}
+
+// Duration is a time.Duration written as "5s", "250ms" or "1h".
+type Duration struct{ time.Duration }
+
+// Errorf returns a config error that names the file, the line of key and the key.
+func (c *Config) Errorf(key, format string, args ...any) error {
+	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+// FieldError is a config error at one key of one file.
+type FieldError struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *FieldError) Error() string {
+	loc := e.File
+	if e.Line > 0 {
+		loc = fmt.Sprintf("%s:%d", e.File, e.Line)
+	}
+	if e.Key == "" {
+		return fmt.Sprintf("%s: %s", loc, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
+}
+
+// Unwrap makes every FieldError an ErrInvalid.
+func (e *FieldError) Unwrap() error { return ErrInvalid }

@@ -1,0 +1,251 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads one source file, or every *.yaml/*.yml file of a folder, and
+// returns the validated configs sorted by name.
+func Load(path string) ([]*Config, error) {
+	if path == "" {
+		return nil, fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrInvalid)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (%w)", path, err, ErrInvalid)
+	}
+	files := []string{path}
+	if st.IsDir() {
+		files = nil
+		for _, pat := range []string{"*.yaml", "*.yml"} {
+			m, _ := filepath.Glob(filepath.Join(path, pat))
+			files = append(files, m...)
+		}
+		sort.Strings(files)
+		if len(files) == 0 {
+			return nil, fmt.Errorf("%s: no *.yaml or *.yml source files in this folder: %w", path, ErrInvalid)
+		}
+	}
+	var out []*Config
+	seen := map[string]string{}
+	for _, f := range files {
+		c, err := LoadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		if prev, ok := seen[c.Name]; ok {
+			return nil, c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, prev)
+		}
+		seen[c.Name] = f
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// LoadFile reads and validates one source file.
+func LoadFile(file string) (*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (%w)", file, err, ErrInvalid)
+	}
+	return Parse(file, data)
+}
+
+// Parse decodes and validates one source file's bytes; file names it in errors.
+func Parse(file string, data []byte) (*Config, error) {
+	c := &Config{File: file, Lines: map[string]int{}}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, &FieldError{File: file, Line: yamlErrLine(err), Msg: "malformed YAML: " + yamlErrText(err)}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &FieldError{File: file, Msg: "the file is empty; a source file needs at least name, source and sink"}
+	}
+	d := decoder{file: file, lines: c.Lines}
+	if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
+		return nil, err
+	}
+	if err := c.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+type decoder struct {
+	file  string
+	lines map[string]int
+}
+
+func (d *decoder) errAt(n *yaml.Node, key, format string, args ...any) error {
+	return &FieldError{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)}
+}
+
+var durationType = reflect.TypeOf(Duration{})
+
+// decode fills v from n strictly: unknown keys, wrong kinds and unset
+// variables are errors that carry the node's line and the dotted key.
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) error {
+	if n.Kind == yaml.AliasNode {
+		return d.errAt(n, key, "YAML aliases are not supported; write the value out")
+	}
+	if key != "" {
+		d.lines[key] = n.Line
+	}
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		return nil // an empty value keeps the default
+	}
+	switch {
+	case v.Type() == durationType:
+		s, err := d.scalar(n, key)
+		if err != nil {
+			return err
+		}
+		dur, err := time.ParseDuration(s)
+		if err != nil || dur < 0 {
+			return d.errAt(n, key, "want a duration such as 5s, 250ms or 1h, got %q", s)
+		}
+		v.Set(reflect.ValueOf(Duration{dur}))
+		return nil
+	case v.Kind() == reflect.Pointer:
+		nv := reflect.New(v.Type().Elem())
+		if err := d.decode(n, nv.Elem(), key); err != nil {
+			return err
+		}
+		v.Set(nv)
+		return nil
+	case v.Kind() == reflect.Struct:
+		return d.decodeStruct(n, v, key)
+	case v.Kind() == reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return d.errAt(n, key, "want a list such as [a, b], got %s", describe(n))
+		}
+		out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+		for i, item := range n.Content {
+			if err := d.decode(item, out.Index(i), fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+		v.Set(out)
+		return nil
+	}
+	s, err := d.scalar(n, key)
+	if err != nil {
+		return err
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Int:
+		i, err := strconv.Atoi(s)
+		if err != nil {
+			return d.errAt(n, key, "want a whole number, got %q", s)
+		}
+		v.SetInt(int64(i))
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return d.errAt(n, key, "want true or false, got %q", s)
+		}
+		v.SetBool(b)
+	default:
+		return d.errAt(n, key, "internal: unsupported field kind %s", v.Kind())
+	}
+	return nil
+}
+
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key string) error {
+	if n.Kind != yaml.MappingNode {
+		return d.errAt(n, key, "want a mapping of keys, got %s", describe(n))
+	}
+	fields := map[string]int{}
+	var names []string
+	for i := 0; i < v.NumField(); i++ {
+		tag := v.Type().Field(i).Tag.Get("yaml")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		fields[tag] = i
+		names = append(names, tag)
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		full := kn.Value
+		if key != "" {
+			full = key + "." + kn.Value
+		}
+		idx, ok := fields[kn.Value]
+		if !ok {
+			return d.errAt(kn, full, "unknown key; the keys here are: %s", strings.Join(names, ", "))
+		}
+		if seen[kn.Value] {
+			return d.errAt(kn, full, "key given twice; keep one")
+		}
+		seen[kn.Value] = true
+		d.lines[full] = kn.Line
+		if err := d.decode(vn, v.Field(idx), full); err != nil {
+			return err
+		}
+		d.lines[full] = kn.Line
+	}
+	return nil
+}
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+
+// scalar returns a scalar node's value with ${VAR} references expanded.
+func (d *decoder) scalar(n *yaml.Node, key string) (string, error) {
+	if n.Kind != yaml.ScalarNode {
+		return "", d.errAt(n, key, "want a single value, got %s", describe(n))
+	}
+	var missing string
+	out := varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
+		name := varRef.FindStringSubmatch(ref)[1]
+		val, ok := os.LookupEnv(name)
+		if !ok && missing == "" {
+			missing = name
+		}
+		return val
+	})
+	if missing != "" {
+		return "", d.errAt(n, key, "environment variable %s is not set; export it (or use an EnvironmentFile/Secret) and try again", missing)
+	}
+	return out, nil
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	default:
+		return fmt.Sprintf("%q", n.Value)
+	}
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+func yamlErrLine(err error) int {
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
+}
+
+func yamlErrText(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	return yamlLine.ReplaceAllString(s, "")
+}

@@ -1,0 +1,292 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Defaults applied when a key is absent.
+const (
+	DefaultPageSize = 1000
+	DefaultLookback = 5 * time.Second
+	DefaultSchedule = "@every 1m"
+)
+
+// CronParser parses every schedule syncd accepts: five fields, descriptors
+// such as @hourly and @every 30s, and an optional CRON_TZ= prefix.
+var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
+// finish applies defaults and checks everything that needs no database.
+func (c *Config) finish() error {
+	if c.Name == "" {
+		return c.Errorf("name", "missing; every source file needs a unique name")
+	}
+	if !nameRE.MatchString(c.Name) {
+		return c.Errorf("name", "%q: use letters, digits, '.', '_' and '-' only (at most 128)", c.Name)
+	}
+	if c.Schedule == "" {
+		c.Schedule = DefaultSchedule
+	}
+	if _, err := CronParser.Parse(c.Schedule); err != nil {
+		return c.Errorf("schedule", "%q is not a cron schedule (%v); use five fields, @hourly or @every 30s", c.Schedule, err)
+	}
+	if c.Reconcile != nil {
+		if c.Reconcile.Schedule == "" {
+			return c.Errorf("reconcile.schedule", "missing; say when the daemon reconciles, for example \"0 3 * * *\"")
+		}
+		if _, err := CronParser.Parse(c.Reconcile.Schedule); err != nil {
+			return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", c.Reconcile.Schedule, err)
+		}
+	}
+	if err := c.finishSource(); err != nil {
+		return err
+	}
+	return c.finishSink()
+}
+
+func (c *Config) finishSource() error {
+	s := &c.Source
+	dsn, err := c.secret("source.dsn", s.DSN, "source.dsn_file", s.DSNFile)
+	if err != nil {
+		return err
+	}
+	s.DSN = dsn
+	if s.Table == "" {
+		return c.Errorf("source.table", "missing; name the table to read, for example public.orders")
+	}
+	if _, err := ParseTable(s.Table); err != nil {
+		return c.Errorf("source.table", "%v", err)
+	}
+	if len(s.Cursor) == 0 {
+		return c.Errorf("source.cursor", "missing; list the ordering columns ending with a unique one, for example [updated_at, id]")
+	}
+	if err := c.names("source.cursor", s.Cursor); err != nil {
+		return err
+	}
+	if err := c.names("source.columns", s.Columns); err != nil {
+		return err
+	}
+	if len(s.Columns) > 0 {
+		for _, col := range s.Cursor {
+			if !slices.Contains(s.Columns, col) {
+				return c.Errorf("source.columns", "cursor column %q must be listed in columns", col)
+			}
+		}
+		if s.DeletedColumn != "" && !slices.Contains(s.Columns, s.DeletedColumn) {
+			return c.Errorf("source.deleted_column", "%q must be listed in source.columns", s.DeletedColumn)
+		}
+	}
+	if _, ok := c.Lines["source.lookback"]; !ok {
+		s.Lookback = Duration{DefaultLookback}
+	}
+	if s.PageSize == 0 {
+		if _, ok := c.Lines["source.page_size"]; ok {
+			return c.Errorf("source.page_size", "must be at least 1")
+		}
+		s.PageSize = DefaultPageSize
+	}
+	if s.PageSize < 1 || s.PageSize > 1_000_000 {
+		return c.Errorf("source.page_size", "%d is out of range; use 1 to 1000000", s.PageSize)
+	}
+	switch s.Bound {
+	case "":
+		s.Bound = BoundAll
+	case BoundAll, BoundWriters, BoundOff:
+	default:
+		return c.Errorf("source.bound", "%q: use %s, %s or %s", s.Bound, BoundAll, BoundWriters, BoundOff)
+	}
+	return nil
+}
+
+func (c *Config) finishSink() error {
+	k := &c.Sink
+	if k.Type == "" {
+		k.Type = SinkPostgres
+	}
+	dsn, err := c.secret("sink.dsn", k.DSN, "sink.dsn_file", k.DSNFile)
+	if err != nil {
+		return err
+	}
+	k.DSN = dsn
+	if k.Table == "" {
+		return c.Errorf("sink.table", "missing; name the table to write, for example public.orders_copy")
+	}
+	if _, err := ParseTable(k.Table); err != nil {
+		return c.Errorf("sink.table", "%v", err)
+	}
+	if err := c.names("sink.key", k.Key); err != nil {
+		return err
+	}
+	asOf := strings.Contains(c.Source.Where, ":as_of")
+	switch k.Type {
+	case SinkPostgres:
+		if len(k.Key) == 0 {
+			k.Key = []string{c.Source.Cursor[len(c.Source.Cursor)-1]}
+		}
+		if len(c.Source.Columns) > 0 {
+			for _, col := range k.Key {
+				if !slices.Contains(c.Source.Columns, col) {
+					return c.Errorf("sink.key", "key column %q must be listed in source.columns", col)
+				}
+			}
+		}
+		if k.Campaign != "" {
+			return c.Errorf("sink.campaign", "only a coupon_grants sink has a campaign; remove it or set sink.type: coupon_grants")
+		}
+		if asOf {
+			return c.Errorf("source.where", ":as_of is bound only for a coupon_grants sink")
+		}
+		if k.KeepDeleted && c.Source.DeletedColumn == "" {
+			return c.Errorf("sink.keep_deleted", "needs source.deleted_column to know which rows are deleted")
+		}
+	case SinkCouponGrants:
+		if k.Campaign == "" {
+			return c.Errorf("sink.campaign", "missing; a coupon_grants sink needs the campaign name")
+		}
+		if !nameRE.MatchString(k.Campaign) {
+			return c.Errorf("sink.campaign", "%q: use letters, digits, '.', '_' and '-' only", k.Campaign)
+		}
+		if len(k.Key) == 0 {
+			k.Key = slices.Clone(c.Source.Cursor)
+		}
+		if !slices.Equal(k.Key, c.Source.Cursor) {
+			return c.Errorf("sink.key", "a coupon_grants sink is keyed by the source cursor %v; remove sink.key or make it equal", c.Source.Cursor)
+		}
+		if _, ok := c.Lines["source.lookback"]; !ok {
+			c.Source.Lookback = Duration{}
+		}
+		if c.Source.Lookback.Duration != 0 {
+			return c.Errorf("source.lookback", "a coupon campaign reads a frozen target set; remove lookback")
+		}
+		if k.KeepDeleted || c.Source.DeletedColumn != "" {
+			return c.Errorf("sink.keep_deleted", "soft deletes do not apply to coupon grants")
+		}
+	default:
+		return c.Errorf("sink.type", "%q: use postgres or coupon_grants", k.Type)
+	}
+	return nil
+}
+
+// secret returns the DSN from the inline key or from the file named by fileKey.
+func (c *Config) secret(key, inline, fileKey, file string) (string, error) {
+	switch {
+	case inline != "" && file != "":
+		return "", c.Errorf(fileKey, "give %s or %s, not both", key, fileKey)
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", c.Errorf(fileKey, "read %s: %v", file, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return "", c.Errorf(fileKey, "%s is empty", file)
+		}
+		return v, nil
+	case inline == "":
+		return "", c.Errorf(key, "missing; give a connection string (for example ${SOURCE_DSN}) or %s", fileKey)
+	}
+	return inline, nil
+}
+
+func (c *Config) names(key string, cols []string) error {
+	seen := map[string]bool{}
+	for _, col := range cols {
+		if col == "" {
+			return c.Errorf(key, "empty column name")
+		}
+		if seen[col] {
+			return c.Errorf(key, "column %q listed twice", col)
+		}
+		seen[col] = true
+	}
+	return nil
+}
+
+// Table is a schema-qualified table name, exact as in the catalog.
+type Table struct {
+	Schema string
+	Name   string
+}
+
+// String renders the name as written in a config: schema.name, quoting a part
+// only when it contains a dot or a double quote.
+func (t Table) String() string {
+	return quoteIfNeeded(t.Schema) + "." + quoteIfNeeded(t.Name)
+}
+
+func quoteIfNeeded(s string) string {
+	if strings.ContainsAny(s, `."`) {
+		return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+	}
+	return s
+}
+
+// ParseTable splits "schema.name" (schema defaults to public). Names are
+// taken exactly, case and all; a part with a dot is written in double quotes
+// with "" for a quote inside.
+func ParseTable(s string) (Table, error) {
+	parts, err := splitQualified(s)
+	if err != nil {
+		return Table{}, err
+	}
+	switch len(parts) {
+	case 1:
+		return Table{Schema: "public", Name: parts[0]}, nil
+	case 2:
+		return Table{Schema: parts[0], Name: parts[1]}, nil
+	}
+	return Table{}, fmt.Errorf("%q: write schema.table (quote a part that contains a dot)", s)
+}
+
+func splitQualified(s string) ([]string, error) {
+	var parts []string
+	for {
+		var part string
+		if strings.HasPrefix(s, `"`) {
+			var b strings.Builder
+			i := 1
+			for {
+				if i >= len(s) {
+					return nil, fmt.Errorf("%q: unterminated double quote", s)
+				}
+				if s[i] == '"' {
+					if i+1 < len(s) && s[i+1] == '"' {
+						b.WriteByte('"')
+						i += 2
+						continue
+					}
+					i++
+					break
+				}
+				b.WriteByte(s[i])
+				i++
+			}
+			part, s = b.String(), s[i:]
+			if s != "" && s[0] != '.' {
+				return nil, fmt.Errorf("%q: unexpected text after a quoted name", s)
+			}
+		} else {
+			i := strings.IndexByte(s, '.')
+			if i < 0 {
+				i = len(s)
+			}
+			part, s = s[:i], s[i:]
+		}
+		if part == "" {
+			return nil, fmt.Errorf("empty name in table %q", s)
+		}
+		parts = append(parts, part)
+		if s == "" {
+			return parts, nil
+		}
+		s = s[1:]
+	}
+}

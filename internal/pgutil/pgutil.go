@@ -1,0 +1,105 @@
+// Package pgutil holds what every PostgreSQL connection of syncd shares:
+// session settings that make text values exact and portable (UTC, ISO dates,
+// full float precision, hex bytea), identifier quoting, and the COPY text
+// encoding of a page.
+package pgutil
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// AppName is the application_name of every syncd session; the commit-safe
+// bound uses it to leave syncd's own sessions out.
+const AppName = "syncd"
+
+// Settings are the session parameters every syncd connection runs with.
+var Settings = map[string]string{
+	"TimeZone":           "UTC",
+	"DateStyle":          "ISO, YMD",
+	"IntervalStyle":      "postgres",
+	"extra_float_digits": "3",
+	"bytea_output":       "hex",
+	"application_name":   AppName,
+}
+
+// Connect opens one connection for role ("source" or "sink"). Errors never
+// contain the DSN's password.
+func Connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("%s dsn is not a valid connection string (%s): fix %s.dsn", role, Scrub(err.Error(), dsn), role)
+	}
+	for k, v := range Settings {
+		cfg.RuntimeParams[k] = v
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s database %s: %w", role, Describe(dsn), scrubbed{err, dsn})
+	}
+	return conn, nil
+}
+
+// Describe names a DSN's user, host and database without its password.
+func Describe(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		return "(unparsable dsn)"
+	}
+	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
+}
+
+// Password returns the password a DSN carries, or "".
+func Password(dsn string) string {
+	cfg, err := pgconn.ParseConfig(dsn)
+	if err != nil {
+		if u, uerr := url.Parse(dsn); uerr == nil && u.User != nil {
+			p, _ := u.User.Password()
+			return p
+		}
+		return ""
+	}
+	return cfg.Password
+}
+
+// Scrub removes a DSN's password from text.
+func Scrub(text, dsn string) string {
+	if p := Password(dsn); p != "" {
+		text = strings.ReplaceAll(text, p, "xxxxx")
+	}
+	return text
+}
+
+// scrubbed wraps an error whose text must not show the DSN's password.
+type scrubbed struct {
+	err error
+	dsn string
+}
+
+func (s scrubbed) Error() string { return Scrub(s.err.Error(), s.dsn) }
+func (s scrubbed) Unwrap() error { return s.err }
+
+// Ident quotes one identifier.
+func Ident(name string) string { return pgx.Identifier{name}.Sanitize() }
+
+// Qualified quotes schema.name.
+func Qualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+
+// IdentList quotes and joins names with ", ", each prefixed by prefix (for
+// example "t." or "EXCLUDED.").
+func IdentList(prefix string, names []string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(prefix)
+		b.WriteString(Ident(n))
+	}
+	return b.String()
+}

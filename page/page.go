@@ -1,0 +1,25 @@
+// Package page holds the types that travel from a source to a sink: the
+// description of the selected columns and one page of rows in PostgreSQL's
+// text format, which round-trips every type exactly between servers of any
+// version.
+package page
+
+// Column describes one selected source column.
+type Column struct {
+	Name    string
+	Type    string // format_type(atttypid, atttypmod), for example "numeric(12,2)"
+	TypeOID uint32
+	NotNull bool
+}
+
+// Page is one page of rows read in cursor order.
+type Page struct {
+	// Rows holds each row's values in column order, as PostgreSQL's text
+	// output; a nil value is SQL NULL.
+	Rows [][][]byte
+	// Last is the cursor of the last row, one text value per cursor column.
+	Last []string
+}
+
+// Len is the number of rows in the page.
+func (p *Page) Len() int { return len(p.Rows) }

@@ -1,0 +1,230 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+)
+
+// Postgres is a PostgreSQL table kept as a copy of the source table.
+type Postgres struct {
+	conn  *pgx.Conn
+	cfg   *config.Config
+	table config.Table
+	cols  []page.Column
+	buf   bytes.Buffer
+
+	stageReady bool
+	copySQL    string
+	upsertSQL  string
+}
+
+var _ Sink = (*Postgres)(nil)
+
+// OpenPostgres connects to the sink database of c.
+func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
+	conn, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	if err != nil {
+		return nil, err
+	}
+	t, _ := config.ParseTable(c.Sink.Table)
+	return &Postgres{conn: conn, cfg: c, table: t}, nil
+}
+
+// Conn is the sink's connection.
+func (s *Postgres) Conn() *pgx.Conn { return s.conn }
+
+// Close closes the connection.
+func (s *Postgres) Close(ctx context.Context) error { return s.conn.Close(ctx) }
+
+func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, s.table.Name) }
+
+// Prepare creates the copy from the source's column types when it does not
+// exist, and otherwise checks that it has every column and a unique index on
+// the key.
+func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
+	exists, err := s.Check(ctx, cols)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		if err := s.create(ctx, cols); err != nil {
+			return err
+		}
+	}
+	s.cols = cols
+	s.build()
+	return nil
+}
+
+// Check verifies an existing copy against the source columns without
+// changing anything; exists is false when the table is still to be created.
+func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, err error) {
+	existing, err := s.columns(ctx)
+	if err != nil {
+		return false, err
+	}
+	if len(existing) == 0 {
+		return false, nil
+	}
+	for _, col := range cols {
+		if _, ok := existing[col.Name]; !ok {
+			return true, s.cfg.Errorf("sink.table", "column %q of the source is missing from %s; add it (type %s) or drop the table so syncd creates it", col.Name, s.table, col.Type)
+		}
+	}
+	return true, s.checkKey(ctx)
+}
+
+func (s *Postgres) columns(ctx context.Context) (map[string]string, error) {
+	rows, err := s.conn.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')
+  AND a.attnum > 0 AND NOT a.attisdropped`, s.table.Schema, s.table.Name)
+	if err != nil {
+		return nil, fmt.Errorf("describe sink table %s: %w", s.table, err)
+	}
+	out := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error {
+		out[name] = typ
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("describe sink table %s: %w", s.table, err)
+	}
+	return out, nil
+}
+
+func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
+	var defs []string
+	for _, col := range cols {
+		d := pgutil.Ident(col.Name) + " " + col.Type
+		if col.NotNull || slices.Contains(s.cfg.Sink.Key, col.Name) {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	defs = append(defs, "PRIMARY KEY ("+pgutil.IdentList("", s.cfg.Sink.Key)+")")
+	q := "CREATE TABLE IF NOT EXISTS " + s.qualified() + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"
+	if _, err := s.conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create sink table %s: %w; create it by hand (same columns as the source, primary key on %s) or grant CREATE on the schema", s.table, err, strings.Join(s.cfg.Sink.Key, ", "))
+	}
+	return nil
+}
+
+// checkKey requires a unique index on exactly the key columns, which
+// INSERT ... ON CONFLICT needs.
+func (s *Postgres) checkKey(ctx context.Context) error {
+	var ok bool
+	err := s.conn.QueryRow(ctx, `
+SELECT EXISTS (
+  SELECT 1 FROM pg_index i
+  JOIN pg_class c ON c.oid = i.indrelid
+  JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE n.nspname = $1 AND c.relname = $2 AND i.indisunique AND i.indisvalid
+    AND i.indpred IS NULL AND i.indexprs IS NULL
+    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
+         FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum = ANY(i.indkey)) = (SELECT array_agg(k ORDER BY k) FROM unnest($3::text[]) k))`,
+		s.table.Schema, s.table.Name, s.cfg.Sink.Key).Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("read indexes of sink table %s: %w", s.table, err)
+	}
+	if !ok {
+		return s.cfg.Errorf("sink.key", "%s has no primary key or unique index on (%s), which the upsert needs; add one", s.table, strings.Join(s.cfg.Sink.Key, ", "))
+	}
+	return nil
+}
+
+// build prepares the statements of a page: COPY into a session-local staging
+// table, then one upsert that only overwrites a stored row with one whose
+// cursor is not older, and only when a value differs.
+func (s *Postgres) build() {
+	names := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i] = c.Name
+	}
+	list := pgutil.IdentList("", names)
+	s.copySQL = "COPY pg_temp.syncd_stage (" + list + ") FROM STDIN"
+	var sets []string
+	for _, n := range names {
+		if !slices.Contains(s.cfg.Sink.Key, n) {
+			sets = append(sets, pgutil.Ident(n)+" = EXCLUDED."+pgutil.Ident(n))
+		}
+	}
+	target := s.qualified()
+	sel := "SELECT " + list + " FROM pg_temp.syncd_stage"
+	if !slices.Contains(s.cfg.Sink.Key, s.cfg.Source.Cursor[len(s.cfg.Source.Cursor)-1]) {
+		// The key is not the unique tie-breaker: keep the newest row per key so
+		// ON CONFLICT never meets the same key twice in one statement.
+		sel = "SELECT DISTINCT ON (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") " + list +
+			" FROM pg_temp.syncd_stage ORDER BY " + pgutil.IdentList("", s.cfg.Sink.Key) + ", " +
+			descList(s.cfg.Source.Cursor)
+	}
+	q := "INSERT INTO " + target + " AS t (" + list + ") " + sel + " ON CONFLICT (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") "
+	if len(sets) == 0 {
+		q += "DO NOTHING"
+	} else {
+		cur := s.cfg.Source.Cursor
+		q += "DO UPDATE SET " + strings.Join(sets, ", ") +
+			" WHERE (" + pgutil.IdentList("t.", cur) + ") <= (" + pgutil.IdentList("EXCLUDED.", cur) + ")" +
+			" AND (" + pgutil.IdentList("t.", names) + ") IS DISTINCT FROM (" + pgutil.IdentList("EXCLUDED.", names) + ")"
+	}
+	s.upsertSQL = q
+	s.stageReady = false
+}
+
+// Apply upserts one page in one transaction.
+func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
+	if len(p.Rows) == 0 {
+		return Result{}, nil
+	}
+	var res Result
+	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		if !s.stageReady {
+			names := make([]string, len(s.cols))
+			for i, c := range s.cols {
+				names[i] = c.Name
+			}
+			q := "CREATE TEMP TABLE IF NOT EXISTS syncd_stage ON COMMIT DELETE ROWS AS SELECT " +
+				pgutil.IdentList("", names) + " FROM " + s.qualified() + " WITH NO DATA"
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("create staging table: %w", err)
+			}
+		}
+		s.buf.Reset()
+		pgutil.AppendCopyText(&s.buf, p.Rows)
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &s.buf, s.copySQL); err != nil {
+			return fmt.Errorf("copy page into staging: %w", err)
+		}
+		tag, err := tx.Exec(ctx, s.upsertSQL)
+		if err != nil {
+			return fmt.Errorf("upsert page: %w", err)
+		}
+		res.Written = tag.RowsAffected()
+		return nil
+	})
+	if err != nil {
+		s.stageReady = false
+		return Result{}, fmt.Errorf("apply page to %s: %w", s.table, err)
+	}
+	s.stageReady = true
+	return res, nil
+}
+
+func descList(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = pgutil.Ident(n) + " DESC"
+	}
+	return strings.Join(parts, ", ")
+}

@@ -1,0 +1,177 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/page"
+)
+
+// Table is a source table as the catalog describes it.
+type Table struct {
+	Ident   config.Table
+	Columns []page.Column // the selected columns, in order
+	Cursor  []page.Column
+	// CursorIdx are the positions of the cursor columns in Columns.
+	CursorIdx []int
+	// Temporal is true when the first cursor column is a date or timestamp,
+	// which makes lookback and resync --from meaningful.
+	Temporal bool
+}
+
+// Cursor column types whose btree order is total and whose text output
+// parses back to the same value.
+var cursorTypes = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "numeric": true,
+	"timestamp with time zone": true, "timestamp without time zone": true, "date": true,
+	"text": true, "character varying": true, "uuid": true,
+}
+
+var temporalTypes = map[string]bool{
+	"timestamp with time zone": true, "timestamp without time zone": true, "date": true,
+}
+
+// baseType strips a type modifier: "numeric(12,2)" -> "numeric".
+func baseType(t string) string {
+	if i := strings.IndexByte(t, '('); i >= 0 {
+		return t[:i]
+	}
+	return t
+}
+
+type catalogColumn struct {
+	page.Column
+	Num int16
+}
+
+// Describe reads the table's columns from the catalog and checks the config
+// against them: every named column exists, the cursor ends in a unique
+// column, and every cursor column has a supported type. Problems come back
+// as config errors naming the file, the line and the key.
+func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, error) {
+	ident, _ := config.ParseTable(c.Source.Table)
+	all, err := columns(ctx, conn, ident)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", ident, err)
+	}
+	if len(all) == 0 {
+		return nil, c.Errorf("source.table", "table %s does not exist in the source database (or this role cannot see it); check the name, which is case-sensitive", ident)
+	}
+	byName := map[string]catalogColumn{}
+	for _, col := range all {
+		byName[col.Name] = col
+	}
+	t := &Table{Ident: ident}
+	names := c.Source.Columns
+	if len(names) == 0 {
+		for _, col := range all {
+			names = append(names, col.Name)
+		}
+	}
+	for _, n := range names {
+		col, ok := byName[n]
+		if !ok {
+			return nil, c.Errorf("source.columns", "column %q does not exist in %s", n, ident)
+		}
+		t.Columns = append(t.Columns, col.Column)
+	}
+	for _, n := range c.Source.Cursor {
+		col, ok := byName[n]
+		if !ok {
+			return nil, c.Errorf("source.cursor", "column %q does not exist in %s", n, ident)
+		}
+		if !cursorTypes[baseType(col.Type)] {
+			return nil, c.Errorf("source.cursor", "column %q of %s has type %s, which syncd cannot use as a cursor; use a timestamp, date, integer, numeric, text or uuid column", n, ident, col.Type)
+		}
+		t.Cursor = append(t.Cursor, col.Column)
+		t.CursorIdx = append(t.CursorIdx, slices.IndexFunc(t.Columns, func(x page.Column) bool { return x.Name == n }))
+	}
+	if slices.Contains(t.CursorIdx, -1) {
+		return nil, c.Errorf("source.columns", "every cursor column must be selected")
+	}
+	for _, n := range c.Sink.Key {
+		if _, ok := byName[n]; !ok {
+			return nil, c.Errorf("sink.key", "column %q does not exist in source table %s", n, ident)
+		}
+	}
+	if d := c.Source.DeletedColumn; d != "" {
+		if _, ok := byName[d]; !ok {
+			return nil, c.Errorf("source.deleted_column", "column %q does not exist in %s", d, ident)
+		}
+	}
+	t.Temporal = temporalTypes[baseType(t.Cursor[0].Type)]
+	if !t.Temporal && c.Source.Lookback.Duration > 0 {
+		if _, set := c.Lines["source.lookback"]; set {
+			return nil, c.Errorf("source.lookback", "lookback needs a date or timestamp first cursor column, and %q is %s; remove lookback", t.Cursor[0].Name, t.Cursor[0].Type)
+		}
+		c.Source.Lookback = config.Duration{}
+	}
+	if err := checkTieBreaker(ctx, conn, c, ident, all); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func columns(ctx context.Context, conn *pgx.Conn, t config.Table) ([]catalogColumn, error) {
+	rows, err := conn.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int8, a.attnotnull, a.attnum
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p','v','m','f')
+  AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, t.Schema, t.Name)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (catalogColumn, error) {
+		var c catalogColumn
+		var oid int64
+		err := r.Scan(&c.Name, &c.Type, &oid, &c.NotNull, &c.Num)
+		c.TypeOID = uint32(oid)
+		return c, err
+	})
+}
+
+// errNoTieBreaker is wrapped when no unique index covers the cursor.
+var errNoTieBreaker = errors.New("cursor has no unique tie-breaker")
+
+// checkTieBreaker requires a valid, non-partial unique index (or primary key)
+// whose columns are all cursor columns and include the last one, so that the
+// cursor orders rows totally and a page boundary never falls inside a tie.
+func checkTieBreaker(ctx context.Context, conn *pgx.Conn, c *config.Config, t config.Table, all []catalogColumn) error {
+	rows, err := conn.Query(ctx, `
+SELECT i.indkey::int2[]
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND i.indisunique AND i.indisvalid
+  AND i.indpred IS NULL AND i.indexprs IS NULL`, t.Schema, t.Name)
+	if err != nil {
+		return fmt.Errorf("read unique indexes of %s: %w", t, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[[]int16])
+	if err != nil {
+		return fmt.Errorf("read unique indexes of %s: %w", t, err)
+	}
+	num := map[string]int16{}
+	for _, col := range all {
+		num[col.Name] = col.Num
+	}
+	cursor := map[int16]bool{}
+	for _, n := range c.Source.Cursor {
+		cursor[num[n]] = true
+	}
+	last := num[c.Source.Cursor[len(c.Source.Cursor)-1]]
+	for _, key := range keys {
+		if slices.Contains(key, last) && !slices.ContainsFunc(key, func(k int16) bool { return !cursor[k] }) {
+			return nil
+		}
+	}
+	return c.Errorf("source.cursor", "last column %q is not unique in %s (no primary key or unique index on it): %v; end the cursor with a unique column such as the primary key, or add a unique index", c.Source.Cursor[len(c.Source.Cursor)-1], t, errNoTieBreaker)
+}

@@ -1,0 +1,209 @@
+// Package source reads a PostgreSQL table in pages by a composite keyset
+// cursor: WHERE (c1, ..., id) > ($1, ..., $n) ORDER BY c1, ..., id LIMIT n,
+// with row-value comparison and never OFFSET. Values travel as PostgreSQL's
+// text output, so a timestamp keeps its microseconds and a cursor value is
+// handed back to the server exactly as the server printed it.
+package source
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+)
+
+// Position says where a page starts.
+type Position struct {
+	// After, when set, starts strictly after this cursor (one text per column).
+	After []string
+	// AtLeast, when set (and After is not), starts at rows whose first cursor
+	// column is at or after this value minus Lookback.
+	AtLeast  string
+	Lookback time.Duration
+	// Before, when set, is an exclusive upper bound on the first cursor
+	// column: rows at or past it are left for a later run.
+	Before string
+}
+
+// Reader reads pages from one source table over one connection.
+type Reader struct {
+	conn  *pgx.Conn
+	cfg   *config.Config
+	Table *Table
+	sel   string // SELECT ... FROM ... (without WHERE)
+	order string
+}
+
+// Open connects to the source and describes its table.
+func Open(ctx context.Context, c *config.Config) (*Reader, error) {
+	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
+	if err != nil {
+		return nil, err
+	}
+	t, err := Describe(ctx, conn, c)
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	names := make([]string, len(t.Columns))
+	for i, col := range t.Columns {
+		names[i] = col.Name
+	}
+	return &Reader{
+		conn:  conn,
+		cfg:   c,
+		Table: t,
+		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
+		order: " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
+	}, nil
+}
+
+// Conn is the reader's connection, for checks that run beside the pages.
+func (r *Reader) Conn() *pgx.Conn { return r.conn }
+
+// Close closes the connection.
+func (r *Reader) Close(ctx context.Context) error { return r.conn.Close(ctx) }
+
+// PageQuery builds the SQL and text parameters of one page.
+func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
+	var conds, params []string
+	arg := func(v string, typ string) string {
+		params = append(params, v)
+		return fmt.Sprintf("$%d::%s", len(params), typ)
+	}
+	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
+		conds = append(conds, "("+w+")")
+	}
+	first := r.Table.Cursor[0]
+	switch {
+	case pos.After != nil:
+		cols := make([]string, len(r.Table.Cursor))
+		vals := make([]string, len(r.Table.Cursor))
+		for i, col := range r.Table.Cursor {
+			cols[i] = pgutil.Ident(col.Name)
+			vals[i] = arg(pos.After[i], col.Type)
+		}
+		if len(cols) == 1 {
+			conds = append(conds, cols[0]+" > "+vals[0])
+		} else {
+			conds = append(conds, "("+strings.Join(cols, ", ")+") > ("+strings.Join(vals, ", ")+")")
+		}
+	case pos.AtLeast != "":
+		v := arg(pos.AtLeast, first.Type)
+		if pos.Lookback > 0 {
+			v = "(" + v + " - " + arg(fmt.Sprintf("%d microseconds", pos.Lookback.Microseconds()), "interval") + ")"
+		}
+		conds = append(conds, pgutil.Ident(first.Name)+" >= "+v)
+	}
+	if pos.Before != "" {
+		conds = append(conds, pgutil.Ident(first.Name)+" < "+arg(pos.Before, first.Type))
+	}
+	q := r.sel
+	if len(conds) > 0 {
+		q += " WHERE " + strings.Join(conds, " AND ")
+	}
+	q += r.order + fmt.Sprintf(" LIMIT %d", limit)
+	return q, params
+}
+
+// ReadPage reads at most limit rows from pos in cursor order.
+func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Page, error) {
+	q, params := r.PageQuery(pos, limit)
+	var p page.Page
+	err := r.exec(ctx, q, params, func(vals [][]byte) {
+		row := make([][]byte, len(vals))
+		// One allocation per row for all its values.
+		n := 0
+		for _, v := range vals {
+			n += len(v)
+		}
+		buf := make([]byte, 0, n)
+		for i, v := range vals {
+			if v == nil {
+				continue
+			}
+			start := len(buf)
+			buf = append(buf, v...)
+			row[i] = buf[start:len(buf):len(buf)]
+		}
+		p.Rows = append(p.Rows, row)
+	})
+	if err != nil {
+		return page.Page{}, fmt.Errorf("read page of %s: %w", r.Table.Ident, err)
+	}
+	if n := len(p.Rows); n > 0 {
+		last := p.Rows[n-1]
+		p.Last = make([]string, len(r.Table.CursorIdx))
+		for i, idx := range r.Table.CursorIdx {
+			p.Last[i] = string(last[idx])
+		}
+	}
+	return p, nil
+}
+
+// exec runs q with text parameters and text results, calling row for each
+// row; row's values are valid only during the call.
+func (r *Reader) exec(ctx context.Context, q string, params []string, row func([][]byte)) error {
+	vals := make([][]byte, len(params))
+	for i, p := range params {
+		vals[i] = []byte(p)
+	}
+	rr := r.conn.PgConn().ExecParams(ctx, q, vals, nil, nil, nil)
+	for rr.NextRow() {
+		row(rr.Values())
+	}
+	_, err := rr.Close()
+	return err
+}
+
+// Less reports whether cursor a sorts before cursor b, compared by the
+// server with the columns' own types and collations.
+func (r *Reader) Less(ctx context.Context, a, b []string) (bool, error) {
+	var left, right []string
+	var params []any
+	for i, col := range r.Table.Cursor {
+		params = append(params, a[i])
+		left = append(left, fmt.Sprintf("$%d::%s", len(params), col.Type))
+	}
+	for i, col := range r.Table.Cursor {
+		params = append(params, b[i])
+		right = append(right, fmt.Sprintf("$%d::%s", len(params), col.Type))
+	}
+	var less bool
+	q := "SELECT ROW(" + strings.Join(left, ", ") + ") < ROW(" + strings.Join(right, ", ") + ")"
+	if err := r.conn.QueryRow(ctx, q, params...).Scan(&less); err != nil {
+		return false, fmt.Errorf("compare cursors of %s: %w", r.Table.Ident, err)
+	}
+	return less, nil
+}
+
+// CheckNulls fails when a selected row has NULL in a nullable cursor column:
+// a row-value comparison never returns such a row, so it would be lost.
+func (r *Reader) CheckNulls(ctx context.Context) error {
+	var nullable []string
+	for _, col := range r.Table.Cursor {
+		if !col.NotNull {
+			nullable = append(nullable, pgutil.Ident(col.Name)+" IS NULL")
+		}
+	}
+	if len(nullable) == 0 {
+		return nil
+	}
+	q := "SELECT count(*) FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " WHERE (" + strings.Join(nullable, " OR ") + ")"
+	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
+		q += " AND (" + w + ")"
+	}
+	var n int64
+	if err := r.conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		return fmt.Errorf("check %s for NULL cursor values: %w", r.Table.Ident, err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%s has %d rows with a NULL cursor column (%s); a cursor never returns them: set a value and add NOT NULL", r.Table.Ident, n, strings.Join(r.cfg.Source.Cursor, ", "))
+	}
+	return nil
+}

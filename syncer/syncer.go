@@ -1,0 +1,206 @@
+// Package syncer owns one run of one source: read a page by the keyset
+// cursor, apply it to the sink in one transaction, and only after that
+// commit write the page's cursor to the watermark, until a short page says
+// the source is caught up. The order of those two writes is the guarantee
+// that nothing is skipped: a crash between them re-applies a page, and the
+// upsert makes that harmless.
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
+)
+
+// Options configure one run.
+type Options struct {
+	Config *config.Config
+	Store  *watermark.Store
+	Logger *slog.Logger
+	// Stop, when closed, ends the run before its next page; the page in
+	// flight still commits and its watermark is still written.
+	Stop <-chan struct{}
+	// AfterCommit, when set, is called after a page has committed in the
+	// sink and before its watermark is written. Tests use it to inject a
+	// crash at the worst moment.
+	AfterCommit func(pageNo int64) error
+}
+
+// Result says what a run did.
+type Result struct {
+	Pages   int64
+	Rows    int64 // rows read and applied
+	Written int64 // rows the sink inserted or changed
+	Cursor  []string
+	// Stopped is true when Stop ended the run before it caught up.
+	Stopped bool
+}
+
+// ErrStopped is returned by Run when Stop ended it early.
+var ErrStopped = errors.New("run stopped before it caught up")
+
+// Run syncs one source until a short page, then records the run.
+func Run(ctx context.Context, o Options) (Result, error) {
+	c := o.Config
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("source", c.Name)
+	started := time.Now()
+	res, err := run(ctx, o, log)
+	status, msg := "ok", ""
+	if err != nil && !errors.Is(err, ErrStopped) {
+		status, msg = "failed", err.Error()
+	}
+	rerr := o.Store.Update(c.Name, func(st *watermark.State) error {
+		st.LastRunAt = started.UTC()
+		st.LastStatus = status
+		st.LastError = msg
+		st.LastRows = res.Rows
+		st.LastPages = res.Pages
+		if status == "ok" {
+			st.LastSuccess = time.Now().UTC()
+		}
+		return nil
+	})
+	if err == nil && rerr != nil {
+		err = rerr
+	}
+	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "duration", time.Since(started).Round(time.Millisecond).String()}
+	switch {
+	case errors.Is(err, ErrStopped):
+		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)
+	case err != nil:
+		log.Error("run failed", append(attrs, "err", err)...)
+	default:
+		log.Info("run done", attrs...)
+	}
+	return res, err
+}
+
+func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
+	c := o.Config
+	var res Result
+	st, _, err := o.Store.Get(c.Name)
+	if err != nil {
+		return res, err
+	}
+	src, err := source.Open(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	if err := src.CheckNulls(ctx); err != nil {
+		return res, err
+	}
+	dst, err := openSink(ctx, c)
+	if err != nil {
+		return res, err
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
+	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+		return res, err
+	}
+
+	pos, err := startPosition(c, src.Table, st)
+	if err != nil {
+		return res, err
+	}
+	// While re-reading the lookback window the cursor is behind the stored
+	// watermark; the watermark must not move back, so it is held until a
+	// page ends past it.
+	behind := st.Cursor != nil && pos.After == nil
+	for {
+		select {
+		case <-o.Stop:
+			res.Stopped = true
+			return res, ErrStopped
+		default:
+		}
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("sync %s: %w", c.Name, err)
+		}
+		p, err := src.ReadPage(ctx, pos, c.Source.PageSize)
+		if err != nil {
+			return res, err
+		}
+		if p.Len() == 0 {
+			return res, nil
+		}
+		// The page in flight commits even when ctx is cancelled meanwhile:
+		// a cancelled COPY would only roll back and repeat the work.
+		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
+		if err != nil {
+			return res, err
+		}
+		res.Pages++
+		res.Rows += int64(p.Len())
+		res.Written += ar.Written
+		if o.AfterCommit != nil {
+			if err := o.AfterCommit(res.Pages); err != nil {
+				return res, err
+			}
+		}
+		if behind {
+			less, err := src.Less(ctx, st.Cursor, p.Last)
+			if err != nil {
+				return res, err
+			}
+			behind = !less
+		}
+		if !behind {
+			if err := save(o.Store, c.Name, p); err != nil {
+				return res, err
+			}
+			res.Cursor = p.Last
+		}
+		log.Debug("page applied", "page", res.Pages, "rows", p.Len(), "written", ar.Written, "cursor", p.Last)
+		if p.Len() < c.Source.PageSize {
+			return res, nil
+		}
+		pos = source.Position{After: p.Last, Before: pos.Before}
+	}
+}
+
+func save(store *watermark.Store, name string, p page.Page) error {
+	return store.Update(name, func(st *watermark.State) error {
+		st.Cursor = p.Last
+		st.From = ""
+		st.TotalRows += int64(p.Len())
+		return nil
+	})
+}
+
+// startPosition turns the stored state into where the first page starts.
+func startPosition(c *config.Config, t *source.Table, st watermark.State) (source.Position, error) {
+	switch {
+	case st.Cursor != nil && len(st.Cursor) != len(t.Cursor):
+		return source.Position{}, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start` (or --from)", c.Name, len(st.Cursor), len(t.Cursor), c.Name)
+	case st.Cursor != nil && t.Temporal && c.Source.Lookback.Duration > 0:
+		return source.Position{AtLeast: st.Cursor[0], Lookback: c.Source.Lookback.Duration}, nil
+	case st.Cursor != nil:
+		return source.Position{After: st.Cursor}, nil
+	case st.From != "" && !t.Temporal:
+		return source.Position{}, fmt.Errorf("the watermark of %s was reset with --from, but its first cursor column %q is not a timestamp; run `syncd resync --source %s --from-start`", c.Name, t.Cursor[0].Name, c.Name)
+	case st.From != "":
+		return source.Position{AtLeast: st.From, Lookback: c.Source.Lookback.Duration}, nil
+	}
+	return source.Position{}, nil
+}
+
+func openSink(ctx context.Context, c *config.Config) (sink.Sink, error) {
+	switch c.Sink.Type {
+	case config.SinkPostgres:
+		return sink.OpenPostgres(ctx, c)
+	}
+	return nil, c.Errorf("sink.type", "sink type %q is not supported by this build", c.Sink.Type)
+}

@@ -1,0 +1,261 @@
+// Package watermark owns syncd's state file: a bbolt database that holds, per
+// source name, the cursor of the last row whose page has committed in the
+// sink, plus what the last run did. A Put returns only after bbolt has
+// fsynced the file, and callers write only after the sink has committed, so
+// a crash between the two re-applies a page and never skips one.
+package watermark
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// FormatVersion is the version of the state written by this build. A file
+// written by a newer syncd is refused, never rewritten.
+const FormatVersion = 1
+
+var (
+	bucketSources = []byte("sources")
+	bucketMeta    = []byte("meta")
+	keyVersion    = []byte("format_version")
+)
+
+// ErrLocked is returned when another process holds the state file.
+var ErrLocked = errors.New("state file is locked by another syncd process")
+
+// ErrCorrupt is returned for a state file that cannot be read.
+var ErrCorrupt = errors.New("state file is unreadable")
+
+// State is what syncd remembers about one source.
+type State struct {
+	// Cursor holds the text of each cursor column of the last applied row,
+	// exact as PostgreSQL printed it (full precision). Nil: nothing applied yet.
+	Cursor []string `json:"cursor,omitempty"`
+	// From, when set, is an inclusive lower bound on the first cursor column
+	// left by a resync; the next run reads rows at or after it.
+	From string `json:"from,omitempty"`
+
+	LastRunAt    time.Time `json:"last_run_at,omitzero"`
+	LastStatus   string    `json:"last_status,omitempty"` // "ok" or "failed"
+	LastError    string    `json:"last_error,omitempty"`
+	LastRows     int64     `json:"last_rows"`  // rows applied by the last run
+	LastPages    int64     `json:"last_pages"` // pages applied by the last run
+	TotalRows    int64     `json:"total_rows"` // rows applied since the state began
+	LastSuccess  time.Time `json:"last_success_at,omitzero"`
+	Campaign     string    `json:"campaign,omitempty"`
+	ResyncedAt   time.Time `json:"resynced_at,omitzero"`
+	ResyncedFrom string    `json:"resynced_from,omitempty"`
+}
+
+type record struct {
+	Version int `json:"v"`
+	State
+}
+
+// Store is an open state file.
+type Store struct {
+	db   *bolt.DB
+	path string
+}
+
+// Open opens (or creates) the state file at path, waiting at most timeout
+// for another process's lock.
+func Open(path string, timeout time.Duration) (*Store, error) {
+	if timeout <= 0 {
+		timeout = time.Second
+	}
+	db, err := openBolt(path, timeout)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{db: db, path: path}
+	if err := s.checkVersion(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+	// bbolt can panic on some damaged files; turn that into an error.
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, fmt.Errorf("open state file %s: %v: %w; move it aside and run `syncd resync --from-start` (or --from) for each source", path, r, ErrCorrupt)
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	switch {
+	case errors.Is(err, bolt.ErrTimeout):
+		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, timeout)
+	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
+	case err != nil:
+		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && !os.IsPermission(err) {
+			return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
+		}
+		return nil, fmt.Errorf("open state file %s: %w", path, err)
+	}
+	return db, nil
+}
+
+func (s *Store) checkVersion() error {
+	var v int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketMeta)
+		if b == nil {
+			return nil
+		}
+		raw := b.Get(keyVersion)
+		if raw == nil {
+			return nil
+		}
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return fmt.Errorf("format version %q: %w", raw, ErrCorrupt)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read state file %s: %w", s.path, err)
+	}
+	if v > FormatVersion {
+		return fmt.Errorf("state file %s has format version %d, newer than this syncd's %d: %w; run the newer syncd, or move the file aside and run `syncd resync --from-start`", s.path, v, FormatVersion, ErrCorrupt)
+	}
+	return nil
+}
+
+// Path is the state file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the state file.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Get returns the state of source name; ok is false when none is stored.
+func (s *Store) Get(name string) (st State, ok bool, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSources)
+		if b == nil {
+			return nil
+		}
+		raw := b.Get([]byte(name))
+		if raw == nil {
+			return nil
+		}
+		rec, err := Decode(raw)
+		if err != nil {
+			return err
+		}
+		st, ok = rec, true
+		return nil
+	})
+	if err != nil {
+		return State{}, false, fmt.Errorf("read watermark of %s from %s: %w; run `syncd resync --source %s --from-start` (or --from) to replace it", name, s.path, err, name)
+	}
+	return st, ok, nil
+}
+
+// Put stores the state of source name; it returns after the file is fsynced.
+func (s *Store) Put(name string, st State) error {
+	raw, err := Encode(st)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyVersion, []byte(fmt.Sprint(FormatVersion))); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketSources)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(name), raw)
+	})
+	if err != nil {
+		return fmt.Errorf("write watermark of %s to %s: %w", name, s.path, err)
+	}
+	return nil
+}
+
+// Update reads, changes and writes the state of source name in one bbolt
+// transaction.
+func (s *Store) Update(name string, fn func(st *State) error) error {
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+		if err != nil {
+			return err
+		}
+		if err := meta.Put(keyVersion, []byte(fmt.Sprint(FormatVersion))); err != nil {
+			return err
+		}
+		b, err := tx.CreateBucketIfNotExists(bucketSources)
+		if err != nil {
+			return err
+		}
+		var st State
+		if raw := b.Get([]byte(name)); raw != nil {
+			if st, err = Decode(raw); err != nil {
+				return err
+			}
+		}
+		if err := fn(&st); err != nil {
+			return err
+		}
+		raw, err := Encode(st)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(name), raw)
+	})
+	if err != nil {
+		return fmt.Errorf("update watermark of %s in %s: %w", name, s.path, err)
+	}
+	return nil
+}
+
+// Names lists the sources that have a stored state.
+func (s *Store) Names() ([]string, error) {
+	var out []string
+	err := s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSources)
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(k, _ []byte) error {
+			out = append(out, string(k))
+			return nil
+		})
+	})
+	return out, err
+}
+
+// Encode serialises a state with the current format version.
+func Encode(st State) ([]byte, error) {
+	b, err := json.Marshal(record{Version: FormatVersion, State: st})
+	if err != nil {
+		return nil, fmt.Errorf("encode watermark: %w", err)
+	}
+	return b, nil
+}
+
+// Decode parses a stored state, refusing newer format versions.
+func Decode(raw []byte) (State, error) {
+	var rec record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return State{}, fmt.Errorf("decode watermark: %v: %w", err, ErrCorrupt)
+	}
+	if rec.Version < 1 {
+		return State{}, fmt.Errorf("decode watermark: no format version: %w", ErrCorrupt)
+	}
+	if rec.Version > FormatVersion {
+		return State{}, fmt.Errorf("decode watermark: format version %d is newer than this syncd's %d: %w", rec.Version, FormatVersion, ErrCorrupt)
+	}
+	return rec.State, nil
+}
