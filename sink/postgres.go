@@ -177,7 +177,7 @@ func (s *Postgres) build() {
 		cur := s.cfg.Source.Cursor
 		q += "DO UPDATE SET " + strings.Join(sets, ", ") +
 			" WHERE (" + pgutil.IdentList("t.", cur) + ") <= (" + pgutil.IdentList("EXCLUDED.", cur) + ")" +
-			" AND (" + pgutil.IdentList("t.", names) + ") IS DISTINCT FROM (" + pgutil.IdentList("EXCLUDED.", names) + ")"
+			" AND (" + s.comparable("t.") + ") IS DISTINCT FROM (" + s.comparable("EXCLUDED.") + ")"
 	}
 	s.upsertSQL = q
 	s.stageReady = false
@@ -225,6 +225,27 @@ func descList(names []string) string {
 	parts := make([]string, len(names))
 	for i, n := range names {
 		parts[i] = pgutil.Ident(n) + " DESC"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// noEquality lists types without an equality operator; they are compared
+// through their text form.
+var noEquality = map[string]bool{
+	"json": true, "xml": true, "point": true, "line": true, "lseg": true,
+	"box": true, "path": true, "polygon": true, "circle": true,
+}
+
+// comparable lists the columns, qualified by prefix, in a form that
+// IS DISTINCT FROM can compare.
+func (s *Postgres) comparable(prefix string) string {
+	parts := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		parts[i] = prefix + pgutil.Ident(c.Name)
+		base, _, _ := strings.Cut(strings.TrimSuffix(c.Type, "[]"), "(")
+		if noEquality[base] {
+			parts[i] += "::text"
+		}
 	}
 	return strings.Join(parts, ", ")
 }
