@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -26,6 +27,14 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	}
 	if !*once {
 		return fmt.Errorf("the daemon mode is not available in this build; use --once: %w", ErrUsage)
+	}
+	// Check every source against its databases before anything is written,
+	// the state file included: a config mistake exits 2 and changes nothing.
+	// A source that cannot be reached fails later, on its own.
+	for _, cfg := range cfgs {
+		if _, _, err := check(ctx, cfg, false); errors.Is(err, config.ErrInvalid) {
+			return err
+		}
 	}
 	store, err := openState(c.state)
 	if err != nil {

@@ -23,49 +23,54 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	for _, cfg := range cfgs {
-		if err := validateOne(ctx, env, cfg); err != nil {
+		warnings, table, err := check(ctx, cfg, true)
+		if err != nil {
 			return err
 		}
+		for _, w := range warnings {
+			fmt.Fprintf(env.Stdout, "%s: warning: %s\n", cfg.Name, w)
+		}
+		fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, cursor %s, %d warnings)\n", cfg.Name, table.Ident, len(table.Columns), strings.Join(cfg.Source.Cursor, ", "), len(warnings))
 	}
 	return nil
 }
 
-// validateOne checks one source against its databases without writing.
-func validateOne(ctx context.Context, env *Env, cfg *config.Config) error {
+// check verifies one source against its databases without writing
+// anything: the table, columns, cursor and tie-breaker in the source, and
+// the copy's columns and key in the sink. With plan it also explains the
+// page query. Config problems come back as config errors (exit 2).
+func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []string, table *source.Table, err error) {
 	src, err := source.Open(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	var warnings []string
-	if err := src.CheckNulls(ctx); err != nil {
-		warnings = append(warnings, err.Error())
-	}
-	plan, err := src.CheckPlan(ctx)
-	if err != nil {
-		return err
-	}
-	if plan.Sorts {
-		warnings = append(warnings, fmt.Sprintf("the page query sorts the whole table on every page (plan: %s); create an index on (%s) and ANALYZE %s",
-			strings.Join(plan.Nodes, " > "), strings.Join(cfg.Source.Cursor, ", "), src.Table.Ident))
+	if plan {
+		if err := src.CheckNulls(ctx); err != nil {
+			warnings = append(warnings, err.Error())
+		}
+		pc, err := src.CheckPlan(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if pc.Sorts {
+			warnings = append(warnings, fmt.Sprintf("the page query sorts the whole table on every page (plan: %s); create an index on (%s) and ANALYZE %s",
+				strings.Join(pc.Nodes, " > "), strings.Join(cfg.Source.Cursor, ", "), src.Table.Ident))
+		}
 	}
 	if cfg.Sink.Type == config.SinkPostgres {
 		dst, err := sink.OpenPostgres(ctx, cfg)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		defer dst.Close(context.WithoutCancel(ctx))
 		exists, err := dst.Check(ctx, src.Table.Columns)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		if !exists {
+		if !exists && plan {
 			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
 		}
 	}
-	for _, w := range warnings {
-		fmt.Fprintf(env.Stdout, "%s: warning: %s\n", cfg.Name, w)
-	}
-	fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, cursor %s, %d warnings)\n", cfg.Name, src.Table.Ident, len(src.Table.Columns), strings.Join(cfg.Source.Cursor, ", "), len(warnings))
-	return nil
+	return warnings, src.Table, nil
 }

@@ -1,0 +1,168 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const valid = `name: customers
+schedule: "@every 30s"
+source:
+  dsn: postgres://u@127.0.0.1/src
+  table: public.customers
+  cursor: [updated_at, id]
+  columns: [id, updated_at, name]
+  where: "tenant_id = 7"
+  lookback: 5s
+  page_size: 500
+sink:
+  type: postgres
+  dsn: postgres://u@127.0.0.1/dst
+  table: public.customers_copy
+  key: [id]
+`
+
+func TestParseValid(t *testing.T) {
+	c, err := Parse("customers.yaml", []byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "customers" || c.Source.PageSize != 500 || c.Source.Lookback.Duration != 5*time.Second ||
+		c.Source.Where != "tenant_id = 7" || c.Sink.Key[0] != "id" || c.Source.Bound != BoundAll {
+		t.Fatalf("decoded %+v", c)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Parse("d.yaml", []byte(`name: d
+source: {dsn: x, table: orders, cursor: [updated_at, order_id]}
+sink: {dsn: y, table: orders_copy}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Schedule != DefaultSchedule || c.Source.PageSize != DefaultPageSize || c.Source.Lookback.Duration != DefaultLookback ||
+		c.Sink.Type != SinkPostgres || strings.Join(c.Sink.Key, ",") != "order_id" {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+	if tb, _ := ParseTable(c.Source.Table); tb.Schema != "public" || tb.Name != "orders" {
+		t.Fatalf("table %+v", tb)
+	}
+}
+
+// Each bad input names the file, the line and the key, and is an ErrInvalid.
+func TestErrorsNameFileLineKey(t *testing.T) {
+	t.Setenv("SYNCD_TEST_SET", "postgres://x")
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  pagesize: 3", 1),
+			`c.yaml:11: source.pagesize: unknown key`},
+		{"wrong type", strings.Replace(valid, "page_size: 500", "page_size: lots", 1),
+			`c.yaml:10: source.page_size: want a whole number, got "lots"`},
+		{"list expected", strings.Replace(valid, "cursor: [updated_at, id]", "cursor: updated_at", 1),
+			`c.yaml:6: source.cursor: want a list`},
+		{"bad duration", strings.Replace(valid, "lookback: 5s", "lookback: five", 1),
+			`c.yaml:9: source.lookback: want a duration`},
+		{"unset variable", strings.Replace(valid, "dsn: postgres://u@127.0.0.1/src", "dsn: ${SYNCD_TEST_UNSET_VAR}", 1),
+			`c.yaml:4: source.dsn: environment variable SYNCD_TEST_UNSET_VAR is not set`},
+		{"malformed", "name: [a\nsource: {", `c.yaml:`},
+		{"missing name", strings.Replace(valid, "name: customers\n", "", 1), `c.yaml: name: missing`},
+		{"bad schedule", strings.Replace(valid, `"@every 30s"`, `"every thirty"`, 1), `c.yaml:2: schedule: "every thirty" is not a cron schedule`},
+		{"cursor not in columns", strings.Replace(valid, "columns: [id, updated_at, name]", "columns: [id, name]", 1),
+			`c.yaml:7: source.columns: cursor column "updated_at" must be listed in columns`},
+		{"unknown sink type", strings.Replace(valid, "type: postgres", "type: mysql", 1), `c.yaml:12: sink.type: "mysql": use postgres or coupon_grants`},
+		{"page size zero", strings.Replace(valid, "page_size: 500", "page_size: 0", 1), `c.yaml:10: source.page_size: must be at least 1`},
+		{"duplicate key", strings.Replace(valid, "name: customers\n", "name: customers\nname: again\n", 1), `c.yaml:2: name: key given twice`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse("c.yaml", []byte(tc.yaml))
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not wrap ErrInvalid", err)
+			}
+			if !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("error\n %s\nwant prefix\n %s", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error spans lines: %q", err)
+			}
+		})
+	}
+}
+
+func TestVariablesExpand(t *testing.T) {
+	t.Setenv("SRC_DSN", "postgres://a@h/src")
+	c, err := Parse("v.yaml", []byte(strings.Replace(valid, "dsn: postgres://u@127.0.0.1/src", "dsn: ${SRC_DSN}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.DSN != "postgres://a@h/src" {
+		t.Fatalf("dsn %q", c.Source.DSN)
+	}
+}
+
+func TestDSNFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "dsn")
+	if err := os.WriteFile(f, []byte("postgres://a:secret@h/src\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	y := strings.Replace(valid, "dsn: postgres://u@127.0.0.1/src", "dsn_file: "+f, 1)
+	c, err := Parse("f.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Source.DSN != "postgres://a:secret@h/src" {
+		t.Fatalf("dsn %q", c.Source.DSN)
+	}
+}
+
+func TestLoadFolderRejectsDuplicateNames(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"a.yaml", "b.yml"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(valid), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(dir)
+	if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `b.yml:1: name: source name "customers" is already used by `+filepath.Join(dir, "a.yaml")) {
+		t.Fatalf("error %v", err)
+	}
+	if _, err := Load(t.TempDir()); err == nil || !strings.Contains(err.Error(), "no *.yaml or *.yml source files") {
+		t.Fatalf("empty folder: %v", err)
+	}
+}
+
+func TestParseTable(t *testing.T) {
+	for in, want := range map[string]Table{
+		"orders":                {"public", "orders"},
+		"Sales.Orders":          {"Sales", "Orders"},
+		`"my.schema"."a""b"`:    {"my.schema", `a"b`},
+		`public."x; DROP"`:      {"public", "x; DROP"},
+		"données.commandes":     {"données", "commandes"},
+		`"with space".t`:        {"with space", "t"},
+		`public."dotted.name"`:  {"public", "dotted.name"},
+		`"only quoted part"`:    {"public", "only quoted part"},
+		`s."semi;colon""quote"`: {"s", `semi;colon"quote`},
+	} {
+		got, err := ParseTable(in)
+		if err != nil || got != want {
+			t.Errorf("ParseTable(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+		if back, err := ParseTable(got.String()); err != nil || back != got {
+			t.Errorf("ParseTable(%q.String()=%q) = %+v, %v", in, got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "a.b.c", `"open`, `"a"x.b`, ".t", "s."} {
+		if _, err := ParseTable(bad); err == nil {
+			t.Errorf("ParseTable(%q) accepted", bad)
+		}
+	}
+}
