@@ -13,6 +13,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // FormatVersion is the version of the state written by this build. A file
@@ -90,9 +91,9 @@ func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, timeout)
-	case errors.Is(err, bolt.ErrInvalid), errors.Is(err, bolt.ErrChecksum), errors.Is(err, bolt.ErrVersionMismatch):
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
 	case err != nil:
 		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && !os.IsPermission(err) {
