@@ -240,3 +240,25 @@ func TestUsageAndRuntimeExitCodes(t *testing.T) {
 		t.Fatalf("stderr should name the source without its password:\n%s", r.stderr)
 	}
 }
+
+// validate warns when the page query would sort the table on every page,
+// and stops warning once the index in cursor order exists.
+func TestValidateWarnsWithoutCursorIndex(t *testing.T) {
+	src, dst := setupOrders(t)
+	src.Exec(t, "ANALYZE orders")
+	cfg := writeConfig(t, t.TempDir(), "orders.yaml", orders(t, src, dst, ""))
+	r := syncd(t, nil, "validate", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "orders: warning: the page query sorts the whole table on every page") ||
+		!strings.Contains(r.stdout, "create an index on (updated_at, id)") {
+		t.Fatalf("validate without index: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	src.Exec(t, "CREATE INDEX ON orders (updated_at, id)")
+	src.Exec(t, "ANALYZE orders")
+	r = syncd(t, nil, "validate", "--config", cfg)
+	if r.code != 0 || strings.Contains(r.stdout, "sorts the whole table") || !strings.Contains(r.stdout, "orders: ok") {
+		t.Fatalf("validate with index: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if n := count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'orders_copy'"); n != 0 {
+		t.Fatal("validate created the sink table")
+	}
+}
