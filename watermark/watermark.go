@@ -161,28 +161,10 @@ func (s *Store) Get(name string) (st State, ok bool, err error) {
 
 // Put stores the state of source name; it returns after the file is fsynced.
 func (s *Store) Put(name string, st State) error {
-	raw, err := Encode(st)
-	if err != nil {
-		return err
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := meta.Put(keyVersion, []byte(fmt.Sprint(FormatVersion))); err != nil {
-			return err
-		}
-		b, err := tx.CreateBucketIfNotExists(bucketSources)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(name), raw)
+	return s.Update(name, func(cur *State) error {
+		*cur = st
+		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("write watermark of %s to %s: %w", name, s.path, err)
-	}
-	return nil
 }
 
 // Update reads, changes and writes the state of source name in one bbolt
