@@ -2,14 +2,18 @@
 GO ?= go
 BIN := bin/syncd
 PKGS := ./...
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE ?= syncd:$(VERSION)
+PREFIX ?= /usr/local
+DESTDIR ?=
 
-.PHONY: help build test lint demo clean
+.PHONY: help build test lint demo clean docker install
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/syncd
-	$(GO) build -o $(BIN) ./cmd/syncd
+	$(GO) build -ldflags "-X github.com/syncd/syncd/cli.Version=$(VERSION)" -o $(BIN) ./cmd/syncd
 
 test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, default 127.0.0.1:5432)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
@@ -21,6 +25,17 @@ lint: ## gofmt, go vet and staticcheck
 
 demo: build ## create a demo source on the local PostgreSQL, sync it, print status
 	./scripts/demo.sh
+
+docker: ## build the container image syncd:VERSION (override with IMAGE=...; needs a Docker engine)
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+
+install: build ## install syncd to PREFIX/bin (/usr/local) and its systemd unit; then systemctl daemon-reload
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/syncd
+	install -d -m 0755 $(DESTDIR)/etc/systemd/system
+	sed 's|/usr/local/bin/syncd|$(PREFIX)/bin/syncd|' deploy/systemd/syncd.service > $(DESTDIR)/etc/systemd/system/syncd.service
+	chmod 0644 $(DESTDIR)/etc/systemd/system/syncd.service
+	install -d -m 0755 $(DESTDIR)/etc/syncd
+	test -e $(DESTDIR)/etc/syncd/syncd.env || install -m 0600 deploy/systemd/syncd.env.example $(DESTDIR)/etc/syncd/syncd.env
 
 clean: ## remove build output
 	rm -rf bin
