@@ -133,8 +133,9 @@ func TestSystemdEnvExample(t *testing.T) {
 			continue
 		}
 		k, v, ok := strings.Cut(line, "=")
-		if !ok || k == "" || v == "" || vars[k] {
-			t.Errorf("syncd.env.example:%d: %q: want one NAME=value per name", n+1, line)
+		quoted := len(v) > 2 && v[0] == '\'' && v[len(v)-1] == '\'' && !strings.Contains(v[1:len(v)-1], "'")
+		if !ok || k == "" || !quoted || vars[k] {
+			t.Errorf("syncd.env.example:%d: %q: want one NAME='value' per name (quoted, so that a shell can source it)", n+1, line)
 		}
 		vars[k] = true
 	}
