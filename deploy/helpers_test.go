@@ -79,25 +79,21 @@ func dig(v any, path ...any) any {
 	return v
 }
 
-// str digs a string value and fails the test when it is not one.
-func str(t *testing.T, what string, v any, path ...any) string {
+// as digs a value of type T and fails the test when it is something else.
+func as[T any](t *testing.T, what string, v any, path ...any) T {
 	t.Helper()
-	s, ok := dig(v, path...).(string)
+	x, ok := dig(v, path...).(T)
 	if !ok {
-		t.Fatalf("%s: %v is %#v, want a string", what, path, dig(v, path...))
+		t.Fatalf("%s: %v is %#v, want a %T", what, path, dig(v, path...), x)
 	}
-	return s
+	return x
 }
 
-// num digs a whole number and fails the test when it is not one.
-func num(t *testing.T, what string, v any, path ...any) int {
-	t.Helper()
-	n, ok := dig(v, path...).(int)
-	if !ok {
-		t.Fatalf("%s: %v is %#v, want a number", what, path, dig(v, path...))
-	}
-	return n
-}
+// str digs a string; num digs a whole number.
+var (
+	str = as[string]
+	num = as[int]
+)
 
 // list digs a list (nil when absent).
 func list(v any, path ...any) []any {
