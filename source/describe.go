@@ -36,12 +36,19 @@ var temporalTypes = map[string]bool{
 	"timestamp with time zone": true, "timestamp without time zone": true, "date": true,
 }
 
-// baseType strips a type modifier: "numeric(12,2)" -> "numeric".
+// baseType strips a type modifier wherever format_type puts it:
+// "numeric(12,2)" -> "numeric", "timestamp(3) with time zone" ->
+// "timestamp with time zone".
 func baseType(t string) string {
-	if i := strings.IndexByte(t, '('); i >= 0 {
+	i := strings.IndexByte(t, '(')
+	if i < 0 {
+		return t
+	}
+	j := strings.IndexByte(t[i:], ')')
+	if j < 0 {
 		return t[:i]
 	}
-	return t
+	return t[:i] + t[i+j+1:]
 }
 
 type catalogColumn struct {

@@ -42,6 +42,16 @@ type Result struct {
 	Cursor  []string
 	// Stopped is true when Stop ended the run before it caught up.
 	Stopped bool
+	// Bound is the commit-safe limit this run read below (zero: none),
+	// BoundAt the source's clock when it was taken, HeldBack the distance
+	// between the two, and Holder the open transaction that set it (PID 0:
+	// the clock minus source.settle did). BoundBlind is true when the source
+	// role cannot see other roles' transactions. See source.Bound.
+	Bound      time.Time
+	BoundAt    time.Time
+	HeldBack   time.Duration
+	Holder     source.Holder
+	BoundBlind bool
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -67,6 +77,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		st.LastError = msg
 		st.LastRows = res.Rows
 		st.LastPages = res.Pages
+		st.Bound, st.BoundAt = res.Bound, res.BoundAt
+		st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = res.Holder.PID, res.Holder.App, res.Holder.Since
 		if status == "ok" {
 			st.LastSuccess = time.Now().UTC()
 		}
@@ -102,6 +114,11 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if err := src.CheckNulls(ctx); err != nil {
 		return res, err
 	}
+	bound, err := readBound(ctx, src, c, log)
+	if err != nil {
+		return res, err
+	}
+	res.Bound, res.BoundAt, res.HeldBack, res.Holder, res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
 	dst, err := openSink(ctx, c)
 	if err != nil {
 		return res, err
@@ -115,6 +132,10 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if err != nil {
 		return res, err
 	}
+	// Rows at or past the bound wait for a later run, so the watermark never
+	// passes a transaction that may still commit. A bound below the
+	// watermark reads nothing new and leaves the watermark where it is.
+	pos.Before = bound.Value
 	// While re-reading the lookback window the cursor is behind the stored
 	// watermark; the watermark must not move back, so it is held until a
 	// page ends past it.

@@ -51,6 +51,15 @@ type State struct {
 	Campaign     string    `json:"campaign,omitempty"`
 	ResyncedAt   time.Time `json:"resynced_at,omitzero"`
 	ResyncedFrom string    `json:"resynced_from,omitempty"`
+
+	// Bound is the commit-safe read limit of the last run (zero: none) and
+	// BoundAt the source's clock when it was taken; the holder fields name
+	// the open transaction that held it back, if one did.
+	Bound            time.Time `json:"bound,omitzero"`
+	BoundAt          time.Time `json:"bound_at,omitzero"`
+	BoundHolderPID   int32     `json:"bound_holder_pid,omitempty"`
+	BoundHolderApp   string    `json:"bound_holder_application,omitempty"`
+	BoundHolderSince time.Time `json:"bound_holder_since,omitzero"`
 }
 
 type record struct {

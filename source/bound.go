@@ -1,0 +1,168 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// Bound is the commit-safe upper limit of one run: rows whose first cursor
+// column is at or past it may still be joined by rows of transactions that
+// have not committed, so the run leaves them for a later run.
+//
+// A row stamped with now() carries its transaction's start time. Every
+// transaction that started before the bound was computed and had not ended
+// is seen in pg_stat_activity, so its rows sort at or after the bound; every
+// transaction that ended is visible to the pages read afterwards; every
+// transaction that starts later stamps its rows later than the bound.
+type Bound struct {
+	// Value is the exclusive limit as text of the first cursor column's
+	// type, for Position.Before; "" when no limit applies.
+	Value string
+	// At is the limit as an instant (UTC); zero when Value is "".
+	At time.Time
+	// Now is the source's clock when the bound was computed.
+	Now time.Time
+	// Holder is the oldest open transaction, when it (and not the clock
+	// minus source.settle) set the limit; PID 0 otherwise.
+	Holder Holder
+	// Blind is true when the source role cannot see the transactions of
+	// other roles (it is neither superuser nor a member of
+	// pg_read_all_stats): their late commits are caught only by lookback.
+	Blind bool
+	// Standby is true when the source is a hot standby: transactions of the
+	// primary are invisible there and only lookback covers them.
+	Standby bool
+	// Role is the source role, for messages.
+	Role string
+}
+
+// Holder is an open transaction on the source.
+type Holder struct {
+	PID   int32
+	App   string
+	Since time.Time
+}
+
+// HeldBack is how far the bound is behind the source's clock.
+func (b Bound) HeldBack() time.Duration {
+	if b.At.IsZero() {
+		return 0
+	}
+	return b.Now.Sub(b.At)
+}
+
+// boundQuery finds the oldest open transaction in this database other than
+// syncd's own sessions (by application_name), this session and autovacuum
+// (which writes no user rows but can run for hours). On a hot standby no
+// local session can write, so none holds the bound. $2 is source.bound:
+// "writers" keeps only transactions that have an xid, that is have written.
+// now() is the start of this statement, taken before pg_stat_activity is
+// read, so a transaction missing from the view started after it.
+const boundQuery = `
+SELECT now(), current_user::text,
+       pg_has_role('pg_read_all_stats', 'USAGE'), pg_is_in_recovery(),
+       h.pid, h.application_name, h.xact_start
+FROM (SELECT 1) AS one
+LEFT JOIN LATERAL (
+  SELECT a.pid, a.application_name, a.xact_start
+  FROM pg_stat_activity a
+  WHERE a.datname = current_database()
+    AND a.pid <> pg_backend_pid()
+    AND a.application_name IS DISTINCT FROM $1
+    AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
+    AND a.xact_start IS NOT NULL
+    AND $2::text <> 'off' AND NOT pg_is_in_recovery()
+    AND ($2::text = 'transactions' OR a.backend_xid IS NOT NULL)
+  ORDER BY a.xact_start
+  LIMIT 1
+) AS h ON true`
+
+// Bound computes the limit of this run from source.bound and source.settle.
+// It applies only to a date or timestamp first cursor column; with
+// bound: off and no settle there is no limit. A timestamp without time zone
+// is taken to hold UTC (the clock of a session whose TimeZone is UTC).
+func (r *Reader) Bound(ctx context.Context) (Bound, error) {
+	s := r.cfg.Source
+	if !r.Table.Temporal || (s.Bound == config.BoundOff && s.Settle.Duration <= 0) {
+		return Bound{}, nil
+	}
+	var (
+		b       Bound
+		seesAll bool
+		pid     pgtype.Int4
+		app     pgtype.Text
+		started pgtype.Timestamptz
+	)
+	err := r.conn.QueryRow(ctx, boundQuery, pgutil.AppName, s.Bound).
+		Scan(&b.Now, &b.Role, &seesAll, &b.Standby, &pid, &app, &started)
+	if err != nil {
+		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.Table.Ident, err)
+	}
+	b.Blind = s.Bound != config.BoundOff && !seesAll
+	b.Now = b.Now.UTC()
+	limit := b.Now.Add(-s.Settle.Duration)
+	if pid.Valid && started.Valid && started.Time.Before(limit) {
+		limit = started.Time.UTC()
+		b.Holder = Holder{PID: pid.Int32, App: app.String, Since: limit}
+	}
+	b.At, b.Value = limitText(r.Table.Cursor[0].Type, limit)
+	return b, nil
+}
+
+// limitText rounds an exclusive limit down to what the column can hold and
+// prints it in the column's type. A timestamp(p) rounds a stamp to p
+// digits, which can move it below the transaction's start: the limit is
+// truncated to p digits so such a row still sorts at or after it. A date
+// limit is the day the limit falls in: rows of that day wait.
+func limitText(typ string, t time.Time) (time.Time, string) {
+	t = t.UTC()
+	switch baseType(typ) {
+	case "date":
+		d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+		return d, d.Format("2006-01-02")
+	case "timestamp with time zone":
+		t = t.Truncate(precision(typ))
+		return t, t.Format("2006-01-02 15:04:05.999999") + "+00"
+	default: // timestamp without time zone, taken as UTC
+		t = t.Truncate(precision(typ))
+		return t, t.Format("2006-01-02 15:04:05.999999")
+	}
+}
+
+// precision is the unit a timestamp(p) column stores: 10^-p seconds, a
+// microsecond when no p is given.
+func precision(typ string) time.Duration {
+	i := strings.IndexByte(typ, '(')
+	j := strings.IndexByte(typ, ')')
+	if i < 0 || j < i {
+		return time.Microsecond
+	}
+	p, err := strconv.Atoi(typ[i+1 : j])
+	if err != nil || p >= 6 {
+		return time.Microsecond
+	}
+	d := time.Second
+	for ; p > 0; p-- {
+		d /= 10
+	}
+	return d
+}
+
+// Warning says why the bound cannot see every writer, or "" when it can.
+// The same text goes to the log at startup and to `syncd validate`.
+func (b Bound) Warning(lookback time.Duration) string {
+	switch {
+	case b.Standby:
+		return fmt.Sprintf("the source is a hot standby: transactions of the primary are invisible here, so the commit-safe bound cannot wait for them and late commits are caught only by lookback (%s); point source.dsn at the primary, or keep lookback above the longest transaction plus the replication lag", lookback)
+	case b.Blind:
+		return fmt.Sprintf("source role %q cannot see other roles' transactions in pg_stat_activity, so the commit-safe bound waits only for its own role's sessions and late commits by other roles are caught only by lookback (%s); run GRANT pg_read_all_stats TO %s", b.Role, lookback, pgutil.Ident(b.Role))
+	}
+	return ""
+}

@@ -1,0 +1,82 @@
+package syncer_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/syncer"
+)
+
+// lateCommit plays the hole the bound closes: a transaction stamps rows
+// with now() (its start), other transactions stamp and commit later rows,
+// syncd runs with lookback 0s, then the first transaction commits and
+// syncd runs again.
+func lateCommit(t *testing.T, bound string) (*fixture, syncer.Result) {
+	f := newFixture(t)
+	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, now() - interval '1 minute' + g * interval '1 ms', 'v' || g FROM generate_series(1, 20) g`)
+	c := f.config(t, f.db.URL, "lookback: 0s", "bound: "+bound)
+	f.run(t, c)
+	f.assertSame(t)
+
+	late := begin(t, f.db.URL)
+	late.exec(t, `UPDATE src SET v = 'late', updated_at = now() WHERE id = 1`)
+	late.exec(t, `INSERT INTO src (id, v) VALUES (100, 'late insert')`)
+	time.Sleep(10 * time.Millisecond)
+	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = now() WHERE id IN (2, 3)`)
+	held := f.run(t, c)
+	late.exec(t, "COMMIT")
+	f.run(t, c)
+	return f, held
+}
+
+func TestLateCommitArrivesWithBound(t *testing.T) {
+	f, held := lateCommit(t, "transactions")
+	// The run while the transaction was open stopped below its start.
+	if held.Holder.PID == 0 || held.Rows != 0 {
+		t.Errorf("run during the open transaction: holder pid %d, %d rows read; want a holder and 0 rows (rows 2 and 3 are stamped after its start)", held.Holder.PID, held.Rows)
+	}
+	f.assertSame(t)
+}
+
+func TestLateCommitMissedWithoutBound(t *testing.T) {
+	f, held := lateCommit(t, "off")
+	if held.Holder.PID != 0 || !held.Bound.IsZero() || held.Rows != 2 {
+		t.Errorf("bound off: holder pid %d, bound %v, %d rows; want no bound and rows 2 and 3 read", held.Holder.PID, held.Bound, held.Rows)
+	}
+	// The watermark passed the late transaction's start before it
+	// committed: its update and its insert never reach the copy.
+	if d := f.diff(t); !slices.Equal(d, []int{1, 100}) {
+		t.Fatalf("bound off: ids that differ = %v, want exactly [1 100] (the late commit is lost)", d)
+	}
+	if got := f.rows(t, "dst")[1]; !strings.HasSuffix(got, "|v1") {
+		t.Errorf("bound off: copy of row 1 = %q, want the value before the late update", got)
+	}
+}
+
+// appClockBehind writes rows stamped by an application whose clock is 2 s
+// behind the database, after syncd has read rows stamped by the database.
+func appClockBehind(t *testing.T, lookback string) *fixture {
+	f := newFixture(t)
+	c := f.config(t, f.db.URL, "lookback: "+lookback)
+	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, clock_timestamp(), 'db clock' FROM generate_series(1, 5) g`)
+	f.run(t, c)
+	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) VALUES (6, clock_timestamp() - interval '2 seconds', 'app clock')`)
+	f.run(t, c)
+	return f
+}
+
+func TestAppClockBehindArrivesWithLookback(t *testing.T) {
+	f := appClockBehind(t, "5s")
+	f.assertSame(t)
+}
+
+func TestAppClockBehindMissedWithoutLookback(t *testing.T) {
+	f := appClockBehind(t, "0s")
+	// The bound cannot see an application's clock: only lookback (or
+	// reconcile) finds such a row.
+	if d := f.diff(t); !slices.Equal(d, []int{6}) {
+		t.Fatalf("lookback 0s: ids that differ = %v, want exactly [6] (the row stamped 2 s in the past)", d)
+	}
+}

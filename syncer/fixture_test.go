@@ -1,0 +1,185 @@
+package syncer_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
+)
+
+// fixture is one test database holding the source table public.src and its
+// copy public.dst, a state file and a log buffer.
+type fixture struct {
+	db    *pgtest.DB
+	store *watermark.Store
+	dir   string
+	logs  *syncBuffer
+	name  string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	db := pgtest.NewDB(t)
+	db.Exec(t, `CREATE TABLE src (id int PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT now(), v text NOT NULL)`)
+	db.Exec(t, `CREATE INDEX ON src (updated_at, id)`)
+	dir := t.TempDir()
+	store, err := watermark.Open(filepath.Join(dir, "state.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	return &fixture{db: db, store: store, dir: dir, logs: &syncBuffer{}, name: "src-" + db.Name}
+}
+
+// config writes a source file with the given source keys (one "key: value"
+// each) and loads it.
+func (f *fixture) config(t *testing.T, sourceDSN string, keys ...string) *config.Config {
+	t.Helper()
+	var extra strings.Builder
+	for _, k := range keys {
+		extra.WriteString("  " + k + "\n")
+	}
+	doc := fmt.Sprintf("name: %s\nsource:\n  dsn: %q\n  table: public.src\n  cursor: [updated_at, id]\n%ssink:\n  dsn: %q\n  table: public.dst\n",
+		f.name, sourceDSN, extra.String(), f.db.URL)
+	file := filepath.Join(f.dir, "source.yaml")
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := config.LoadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func (f *fixture) run(t *testing.T, c *config.Config) syncer.Result {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	res, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log})
+	if err != nil {
+		t.Fatalf("run: %v\nlog:\n%s", err, f.logs)
+	}
+	return res
+}
+
+func (f *fixture) watermark(t *testing.T) []string {
+	t.Helper()
+	st, _, err := f.store.Get(f.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Cursor
+}
+
+// rows reads a table as id -> "updated_at|v", exact server text.
+func (f *fixture) rows(t *testing.T, table string) map[int]string {
+	t.Helper()
+	rows, err := f.db.Pool.Query(context.Background(), "SELECT id, updated_at::text || '|' || v FROM "+table)
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	out := map[int]string{}
+	var id int
+	var val string
+	_, err = pgx.ForEachRow(rows, []any{&id, &val}, func() error {
+		out[id] = val
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read %s: %v", table, err)
+	}
+	return out
+}
+
+// diff compares the copy with the source row by row and returns the ids
+// whose row is missing or different in the copy (or only in the copy).
+func (f *fixture) diff(t *testing.T) []int {
+	t.Helper()
+	src, dst := f.rows(t, "src"), f.rows(t, "dst")
+	var ids []int
+	for id, v := range src {
+		if dst[id] != v {
+			ids = append(ids, id)
+		}
+	}
+	for id := range dst {
+		if _, ok := src[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func (f *fixture) assertSame(t *testing.T) {
+	t.Helper()
+	if d := f.diff(t); len(d) > 0 {
+		t.Fatalf("copy differs from the source at ids %v\nsource: %v\ncopy:   %v", d, f.rows(t, "src"), f.rows(t, "dst"))
+	}
+}
+
+// session is a second connection playing another application's transaction.
+type session struct {
+	conn  *pgx.Conn
+	pid   int32
+	since time.Time
+}
+
+// begin opens a transaction on its own connection (as user, or the test's
+// superuser when user is "") and returns its pid and start time.
+func begin(t *testing.T, dbURL string) *session {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	s := &session{conn: conn}
+	if _, err := conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid(), now()").Scan(&s.pid, &s.since); err != nil {
+		t.Fatal(err)
+	}
+	s.since = s.since.UTC()
+	return s
+}
+
+func (s *session) exec(t *testing.T, sql string) {
+	t.Helper()
+	if _, err := s.conn.Exec(context.Background(), sql); err != nil {
+		t.Fatalf("exec %q: %v", sql, err)
+	}
+}
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
