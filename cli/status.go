@@ -27,6 +27,17 @@ type SourceStatus struct {
 	RowsLastRun  int64    `json:"rows_applied_last_run"`
 	PagesLastRun int64    `json:"pages_last_run"`
 	RowsTotal    int64    `json:"rows_applied_total"`
+	// LagSeconds is now minus the watermark's timestamp (nil when the first
+	// cursor column is not a timestamp or nothing was applied yet).
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// Bound is the commit-safe read limit of the last run; HeldBackSeconds
+	// is how far it was behind the source's clock; the holder fields name
+	// the open transaction that held it back, if one did.
+	Bound            string  `json:"bound,omitempty"`
+	HeldBackSeconds  float64 `json:"bound_held_back_seconds,omitempty"`
+	BoundHolderPID   int32   `json:"bound_holder_pid,omitempty"`
+	BoundHolderApp   string  `json:"bound_holder_application,omitempty"`
+	BoundHolderSince string  `json:"bound_holder_since,omitempty"`
 }
 
 // Status is the document `syncd status --json` prints.
@@ -62,12 +73,13 @@ func cmdStatus(_ context.Context, env *Env, args []string) error {
 // BuildStatus reads the stored state of every configured source.
 func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) {
 	out := Status{State: store.Path(), Sources: []SourceStatus{}}
+	now := time.Now()
 	for _, c := range cfgs {
 		s, _, err := store.Get(c.Name)
 		if err != nil {
 			return out, err
 		}
-		out.Sources = append(out.Sources, SourceStatus{
+		out.Sources = append(out.Sources, withBound(now, s, SourceStatus{
 			Name:         c.Name,
 			Table:        c.Source.Table,
 			Sink:         c.Sink.Table,
@@ -81,9 +93,27 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			RowsLastRun:  s.LastRows,
 			PagesLastRun: s.LastPages,
 			RowsTotal:    s.TotalRows,
-		})
+		}))
 	}
 	return out, nil
+}
+
+// withBound adds the lag and the last run's read bound to a source's status.
+func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus {
+	if len(s.Cursor) > 0 {
+		if t, ok := ParsePGTime(s.Cursor[0]); ok {
+			lag := now.Sub(t).Round(time.Millisecond).Seconds()
+			out.LagSeconds = &lag
+		}
+	}
+	out.Bound = timeText(s.Bound)
+	if !s.Bound.IsZero() && !s.BoundAt.IsZero() {
+		out.HeldBackSeconds = s.BoundAt.Sub(s.Bound).Round(time.Millisecond).Seconds()
+	}
+	out.BoundHolderPID = s.BoundHolderPID
+	out.BoundHolderApp = s.BoundHolderApp
+	out.BoundHolderSince = timeText(s.BoundHolderSince)
+	return out
 }
 
 // PrintStatus writes the status as JSON or as a table.
@@ -94,7 +124,7 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		return enc.Encode(st)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tROWS LAST RUN\tROWS TOTAL")
+	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tROWS LAST RUN\tROWS TOTAL\tLAG\tBOUND")
 	for _, s := range st.Sources {
 		wm := s.Watermark
 		switch {
@@ -107,9 +137,22 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		if s.LastError != "" {
 			status += ": " + s.LastError
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status, s.RowsLastRun, s.RowsTotal)
+		lag := "-"
+		if s.LagSeconds != nil {
+			lag = (time.Duration(*s.LagSeconds*1000) * time.Millisecond).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status, s.RowsLastRun, s.RowsTotal, lag, cmpStr(s.Bound, "-"))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range st.Sources {
+		if s.BoundHolderPID != 0 {
+			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
+				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func cmpStr(s, def string) string {

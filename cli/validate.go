@@ -49,6 +49,13 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		if err := src.CheckNulls(ctx); err != nil {
 			warnings = append(warnings, err.Error())
 		}
+		bound, err := src.Bound(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if w := bound.Warning(cfg.Source.Lookback.Duration); w != "" {
+			warnings = append(warnings, w)
+		}
 		pc, err := src.CheckPlan(ctx)
 		if err != nil {
 			return nil, nil, err

@@ -40,7 +40,8 @@ type Bound struct {
 	// primary are invisible there and only lookback covers them.
 	Standby bool
 	// Role is the source role, for messages.
-	Role string
+	Role    string
+	roleSQL string // Role quoted as quote_ident does
 }
 
 // Holder is an open transaction on the source.
@@ -66,7 +67,7 @@ func (b Bound) HeldBack() time.Duration {
 // now() is the start of this statement, taken before pg_stat_activity is
 // read, so a transaction missing from the view started after it.
 const boundQuery = `
-SELECT now(), current_user::text,
+SELECT now(), current_user::text, quote_ident(current_user),
        pg_has_role('pg_read_all_stats', 'USAGE'), pg_is_in_recovery(),
        h.pid, h.application_name, h.xact_start
 FROM (SELECT 1) AS one
@@ -101,7 +102,7 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		started pgtype.Timestamptz
 	)
 	err := r.conn.QueryRow(ctx, boundQuery, pgutil.AppName, s.Bound).
-		Scan(&b.Now, &b.Role, &seesAll, &b.Standby, &pid, &app, &started)
+		Scan(&b.Now, &b.Role, &b.roleSQL, &seesAll, &b.Standby, &pid, &app, &started)
 	if err != nil {
 		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.Table.Ident, err)
 	}
@@ -162,7 +163,7 @@ func (b Bound) Warning(lookback time.Duration) string {
 	case b.Standby:
 		return fmt.Sprintf("the source is a hot standby: transactions of the primary are invisible here, so the commit-safe bound cannot wait for them and late commits are caught only by lookback (%s); point source.dsn at the primary, or keep lookback above the longest transaction plus the replication lag", lookback)
 	case b.Blind:
-		return fmt.Sprintf("source role %q cannot see other roles' transactions in pg_stat_activity, so the commit-safe bound waits only for its own role's sessions and late commits by other roles are caught only by lookback (%s); run GRANT pg_read_all_stats TO %s", b.Role, lookback, pgutil.Ident(b.Role))
+		return fmt.Sprintf("source role %q cannot see other roles' transactions in pg_stat_activity, so the commit-safe bound waits only for its own role's sessions and late commits by other roles are caught only by lookback (%s); run GRANT pg_read_all_stats TO %s", b.Role, lookback, b.roleSQL)
 	}
 	return ""
 }

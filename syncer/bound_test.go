@@ -14,17 +14,20 @@ import (
 // syncd runs with lookback 0s, then the first transaction commits and
 // syncd runs again.
 func lateCommit(t *testing.T, bound string) (*fixture, syncer.Result) {
-	f := newFixture(t)
+	return lateCommitOn(t, newFixture(t), bound)
+}
+
+func lateCommitOn(t *testing.T, f *fixture, bound string) (*fixture, syncer.Result) {
 	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, now() - interval '1 minute' + g * interval '1 ms', 'v' || g FROM generate_series(1, 20) g`)
 	c := f.config(t, f.db.URL, "lookback: 0s", "bound: "+bound)
 	f.run(t, c)
 	f.assertSame(t)
 
 	late := begin(t, f.db.URL)
-	late.exec(t, `UPDATE src SET v = 'late', updated_at = now() WHERE id = 1`)
+	late.exec(t, `UPDATE src SET v = 'late', updated_at = DEFAULT WHERE id = 1`)
 	late.exec(t, `INSERT INTO src (id, v) VALUES (100, 'late insert')`)
 	time.Sleep(10 * time.Millisecond)
-	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = now() WHERE id IN (2, 3)`)
+	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = DEFAULT WHERE id IN (2, 3)`)
 	held := f.run(t, c)
 	late.exec(t, "COMMIT")
 	f.run(t, c)
@@ -37,6 +40,23 @@ func TestLateCommitArrivesWithBound(t *testing.T) {
 	if held.Holder.PID == 0 || held.Rows != 0 {
 		t.Errorf("run during the open transaction: holder pid %d, %d rows read; want a holder and 0 rows (rows 2 and 3 are stamped after its start)", held.Holder.PID, held.Rows)
 	}
+	f.assertSame(t)
+}
+
+// A timestamp(0) without time zone holding UTC: the late row's stamp is
+// rounded to the second, possibly below the transaction's start; the bound
+// is truncated to the second so it still waits for that row.
+func TestLateCommitArrivesWithBoundOnUTCTimestampSeconds(t *testing.T) {
+	f := newFixtureOf(t, "timestamp(0) without time zone NOT NULL DEFAULT (now() AT TIME ZONE 'UTC')")
+	f, held := lateCommitOn(t, f, "transactions")
+	if held.Holder.PID == 0 {
+		t.Errorf("run during the open transaction: no holder reported")
+	}
+	// The clock part of the bound is truncated to the second as well, and
+	// now() is rounded, up to half a second into the future: rows of the
+	// current second wait until the clock has passed them.
+	time.Sleep(1600 * time.Millisecond)
+	f.run(t, f.config(t, f.db.URL, "lookback: 0s"))
 	f.assertSame(t)
 }
 

@@ -32,8 +32,14 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
+	return newFixtureOf(t, "timestamptz NOT NULL DEFAULT now()")
+}
+
+// newFixtureOf makes the source table with updated_at of the given type.
+func newFixtureOf(t *testing.T, updatedAt string) *fixture {
+	t.Helper()
 	db := pgtest.NewDB(t)
-	db.Exec(t, `CREATE TABLE src (id int PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT now(), v text NOT NULL)`)
+	db.Exec(t, `CREATE TABLE src (id int PRIMARY KEY, updated_at `+updatedAt+`, v text NOT NULL)`)
 	db.Exec(t, `CREATE INDEX ON src (updated_at, id)`)
 	dir := t.TempDir()
 	store, err := watermark.Open(filepath.Join(dir, "state.db"), time.Second)
