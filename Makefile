@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install
+.PHONY: help build test lint demo clean docker install bench-bound
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,6 +17,9 @@ build: ## build bin/syncd
 
 test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, default 127.0.0.1:5432)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+bench-bound: ## measure the lag a 60 s read-only transaction causes under each source.bound (about 4 minutes)
+	SYNCD_BENCH_BOUND=1 $(GO) test -count=1 -timeout 15m -run TestMeasureBoundCost -v ./syncer/
 
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1)

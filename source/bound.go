@@ -107,6 +107,7 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.Table.Ident, err)
 	}
 	b.Blind = s.Bound != config.BoundOff && !seesAll
+	b.Standby = b.Standby && s.Bound != config.BoundOff
 	b.Now = b.Now.UTC()
 	limit := b.Now.Add(-s.Settle.Duration)
 	if pid.Valid && started.Valid && started.Time.Before(limit) {
