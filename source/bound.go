@@ -61,7 +61,8 @@ func (b Bound) HeldBack() time.Duration {
 
 // boundQuery finds the oldest open transaction in this database other than
 // syncd's own sessions (by application_name), this session and autovacuum
-// (which writes no user rows but can run for hours). On a hot standby no
+// (which writes no user rows but can run for hours), and transactions that
+// failed and can only roll back. On a hot standby no
 // local session can write, so none holds the bound. $2 is source.bound:
 // "writers" keeps only transactions that have an xid, that is have written.
 // now() is the start of this statement, taken before pg_stat_activity is
@@ -79,6 +80,7 @@ LEFT JOIN LATERAL (
     AND a.application_name IS DISTINCT FROM $1
     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
     AND a.xact_start IS NOT NULL
+    AND a.state IS DISTINCT FROM 'idle in transaction (aborted)'
     AND $2::text <> 'off' AND NOT pg_is_in_recovery()
     AND ($2::text = 'transactions' OR a.backend_xid IS NOT NULL)
   ORDER BY a.xact_start

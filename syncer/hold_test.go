@@ -217,3 +217,20 @@ func TestRoleWithoutStatsPrivilege(t *testing.T) {
 		t.Fatalf("validate warns for a superuser source:\n%s", out.String())
 	}
 }
+
+// A transaction that failed can only roll back: it holds nothing back.
+func TestAbortedTransactionDoesNotHoldBound(t *testing.T) {
+	f := newFixture(t)
+	c := f.config(t, f.db.URL, "lookback: 0s")
+	failed := begin(t, f.db.URL)
+	failed.exec(t, `UPDATE src SET v = 'never' WHERE id = 1`)
+	if _, err := failed.conn.Exec(context.Background(), "SELECT 1/0"); err == nil {
+		t.Fatal("division by zero succeeded")
+	}
+	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'after it began' FROM generate_series(1, 3) g`)
+	res := f.run(t, c)
+	if res.Holder.PID != 0 || res.Rows != 3 {
+		t.Fatalf("aborted transaction open: holder pid %d, %d rows; want none and 3 rows", res.Holder.PID, res.Rows)
+	}
+	f.assertSame(t)
+}
