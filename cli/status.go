@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -147,7 +148,9 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		return err
 	}
 	for _, s := range st.Sources {
-		if s.BoundHolderPID != 0 {
+		// Like the log, the table names only a holder open long enough to
+		// matter; --json always carries it.
+		if s.BoundHolderPID != 0 && s.HeldBackSeconds >= syncer.HoldWarnAfter.Seconds() {
 			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
 				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
 		}
