@@ -83,29 +83,27 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 
 func status(t *testing.T, f *fixture, c *config.Config) cli.SourceStatus {
 	t.Helper()
-	st, err := cli.BuildStatus(f.store, []*config.Config{c})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	if err := cli.PrintStatus(&cli.Env{Stdout: &out}, st, true); err != nil {
-		t.Fatal(err)
-	}
 	var doc cli.Status
-	if err := json.Unmarshal(out.Bytes(), &doc); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, out.String())
+	if err := json.Unmarshal([]byte(printStatus(t, f, c, true)), &doc); err != nil {
+		t.Fatalf("status --json: %v", err)
 	}
 	return doc.Sources[0]
 }
 
 func statusText(t *testing.T, f *fixture, c *config.Config) string {
 	t.Helper()
+	return printStatus(t, f, c, false)
+}
+
+// printStatus prints what `syncd status` (--json) prints for one source.
+func printStatus(t *testing.T, f *fixture, c *config.Config, asJSON bool) string {
+	t.Helper()
 	st, err := cli.BuildStatus(f.store, []*config.Config{c})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	if err := cli.PrintStatus(&cli.Env{Stdout: &out}, st, false); err != nil {
+	if err := cli.PrintStatus(&cli.Env{Stdout: &out}, st, asJSON); err != nil {
 		t.Fatal(err)
 	}
 	return out.String()

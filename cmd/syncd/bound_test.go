@@ -1,0 +1,70 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// A transaction left open on the source holds `syncd run --once` below its
+// start: the run says so on stderr with the pid, `syncd status` names it,
+// and the first run after it ends brings the copy level with the source.
+func TestBinaryReportsHeldBackBound(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
+
+	ctx := context.Background()
+	open, err := pgx.Connect(ctx, src.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close(ctx)
+	var pid int32
+	if _, err := open.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	src.Exec(t, `INSERT INTO orders SELECT g, now(), 'after the report began' FROM generate_series(1001, 1010) g`)
+	time.Sleep(1100 * time.Millisecond)
+
+	r := syncd(t, env, "run", "--config", cfg, "--once")
+	if r.code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "bound held back by a transaction open since") || !strings.Contains(r.stderr, fmt.Sprintf(`"pid":%d`, pid)) {
+		t.Fatalf("run --once does not report the held-back bound with pid %d:\n%s", pid, r.stderr)
+	}
+	if got := count(t, dst, "SELECT count(*) FROM orders_copy"); got != 1000 {
+		t.Fatalf("copy has %d rows while held, want the 1000 rows older than the open transaction", got)
+	}
+	r = syncd(t, env, "status", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("orders: bound held back by pid %d", pid)) {
+		t.Fatalf("status exited %d and does not name pid %d:\n%s%s", r.code, pid, r.stdout, r.stderr)
+	}
+	r = syncd(t, env, "status", "--config", cfg, "--json")
+	if !strings.Contains(r.stdout, fmt.Sprintf(`"bound_holder_pid": %d`, pid)) || !strings.Contains(r.stdout, `"lag_seconds"`) {
+		t.Fatalf("status --json lacks the holder and the lag:\n%s", r.stdout)
+	}
+
+	if _, err := open.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if r = syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run after the transaction ended exited %d: %s", r.code, r.stderr)
+	}
+	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
+		t.Fatal("copy differs from the source after the transaction ended")
+	}
+	if r = syncd(t, env, "status", "--config", cfg); strings.Contains(r.stdout, "held back") {
+		t.Fatalf("status still names a holder:\n%s", r.stdout)
+	}
+}
