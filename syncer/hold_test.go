@@ -142,6 +142,12 @@ func TestBoundWritersIgnoresReaders(t *testing.T) {
 	if res.Holder.PID != reader.pid || res.Rows != 0 || !slices.Equal(f.watermark(t), before) {
 		t.Fatalf("bound below the watermark: holder pid %d, %d rows, watermark %v -> %v; want pid %d, nothing read, watermark unchanged", res.Holder.PID, res.Rows, before, f.watermark(t), reader.pid)
 	}
+	// The same with a lookback window: rows behind the watermark are
+	// re-read, and the watermark still does not move back.
+	res = f.run(t, f.config(t, f.db.URL, "lookback: 5s", "bound: writers"))
+	if res.Holder.PID != reader.pid || !slices.Equal(f.watermark(t), before) {
+		t.Fatalf("bound below the watermark with lookback: holder pid %d, watermark %v -> %v; want pid %d and the watermark unchanged", res.Holder.PID, before, f.watermark(t), reader.pid)
+	}
 	writer.exec(t, "COMMIT")
 	reader.exec(t, "COMMIT")
 	f.run(t, c)
