@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
@@ -52,6 +53,9 @@ type Result struct {
 	HeldBack   time.Duration
 	Holder     source.Holder
 	BoundBlind bool
+	// Campaign holds a coupon campaign's counts (sink type coupon_grants),
+	// also when the run failed; nil for other sinks.
+	Campaign *coupon.Stats
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -101,6 +105,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	c := o.Config
+	if c.Sink.Type == config.SinkCouponGrants {
+		return runCampaign(ctx, o, log)
+	}
 	var res Result
 	st, _, err := o.Store.Get(c.Name)
 	if err != nil {

@@ -1,0 +1,90 @@
+package coupon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// Counts compares the grants of a campaign with its frozen targets.
+type Counts struct {
+	Targets int64 // frozen targets
+	Granted int64 // grants of the campaign
+	Missing int64 // targets without a grant
+	Extra   int64 // grants whose key is not a target
+}
+
+// Reconciled reports whether the granted keys equal the targets.
+func (c Counts) Reconciled() bool { return c.Missing == 0 && c.Extra == 0 }
+
+// match renders "a.k1 = b.k1 AND a.k2 = b.k2".
+func (g *Grants) match(a, b string) string {
+	parts := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		parts[i] = a + "." + pgutil.Ident(k.Name) + " = " + b + "." + pgutil.Ident(k.Name)
+	}
+	return strings.Join(parts, " AND ")
+}
+
+func (g *Grants) missingFrom() string {
+	return g.t.targets + " t WHERE t.campaign_id = $1 AND NOT EXISTS (SELECT 1 FROM " + g.t.grants +
+		" g WHERE g.campaign_id = $1 AND " + g.match("g", "t") + ")"
+}
+
+func (g *Grants) extraFrom() string {
+	return g.t.grants + " g WHERE g.campaign_id = $1 AND NOT EXISTS (SELECT 1 FROM " + g.t.targets +
+		" t WHERE t.campaign_id = $1 AND " + g.match("t", "g") + ")"
+}
+
+// Count compares grants and targets both ways, in one snapshot.
+func (g *Grants) Count(ctx context.Context) (Counts, error) {
+	var c Counts
+	q := "SELECT (SELECT count(*) FROM " + g.t.targets + " WHERE campaign_id = $1)," +
+		" (SELECT count(*) FROM " + g.t.grants + " WHERE campaign_id = $1)," +
+		" (SELECT count(*) FROM " + g.missingFrom() + ")," +
+		" (SELECT count(*) FROM " + g.extraFrom() + ")"
+	if err := g.conn.QueryRow(ctx, q, g.campaign).Scan(&c.Targets, &c.Granted, &c.Missing, &c.Extra); err != nil {
+		return Counts{}, fmt.Errorf("compare grants of campaign %s with its targets: %w", g.campaign, err)
+	}
+	return c, nil
+}
+
+// keyList returns at most limit keys of from (a FROM clause whose table is
+// aliased alias), rendered as text with "," between the parts, in key order.
+func (g *Grants) keyList(ctx context.Context, from, alias string, limit int) ([]string, error) {
+	parts := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		parts[i] = alias + "." + pgutil.Ident(k.Name) + "::text"
+	}
+	q := "SELECT concat_ws(',', " + strings.Join(parts, ", ") + ") FROM " + from +
+		" ORDER BY " + pgutil.IdentList(alias+".", g.keyNames()) + fmt.Sprintf(" LIMIT %d", limit)
+	rows, err := g.conn.Query(ctx, q, g.campaign)
+	if err != nil {
+		return nil, fmt.Errorf("list keys of campaign %s: %w", g.campaign, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("list keys of campaign %s: %w", g.campaign, err)
+	}
+	if keys == nil {
+		keys = []string{}
+	}
+	return keys, nil
+}
+
+// setOutcome stores the result of a reconcile in the campaign row.
+func (g *Grants) setOutcome(ctx context.Context, c Counts) error {
+	status := StatusDone
+	if !c.Reconciled() {
+		status = StatusFailed
+	}
+	_, err := g.conn.Exec(ctx, "UPDATE "+g.t.campaigns+" SET status = $2, granted = $3, missing = $4, extra = $5, updated_at = now() WHERE campaign_id = $1",
+		g.campaign, status, c.Granted, c.Missing, c.Extra)
+	if err != nil {
+		return fmt.Errorf("record the outcome of campaign %s in %s: %w", g.campaign, g.t.campaigns, err)
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+// Package coupon owns coupon campaigns: the coupon_grants sink, which gives
+// every member selected by source.where at the campaign's frozen start time
+// exactly one grant, however often a run fails, is killed, is retried or
+// runs twice at once.
+//
+// The design follows the incident in shared/seeds/000: a batch that paged
+// with OFFSET over the members it was granting to skipped half of them and
+// printed "done". Here:
+//
+//   - The first run freezes the campaign: as_of (that run's start, read from
+//     the source's clock) and the target keys selected by where at as_of are
+//     written to the sink database in ONE transaction with the campaign row,
+//     then ANALYZEd. A crash before that commit leaves nothing; every later
+//     run reads the stored targets and never evaluates where again.
+//   - Grants are paged by keyset over the frozen targets (unique key,
+//     row-value comparison), never OFFSET. Each page is one sink transaction:
+//     INSERT ... ON CONFLICT (campaign_id, key) DO NOTHING plus the progress
+//     cursor in the campaign row. The bbolt watermark follows the commit.
+//   - Done means reconciled: a run succeeds only when the granted keys equal
+//     the targets both ways; otherwise it fails with the counts.
+//
+// Correctness lives in the sink database (the primary key of the grants
+// table and the atomic page transaction), not in a lock: two runs at once
+// both walk the targets and the second insert of a key does nothing.
+//
+// Tables, all in the schema of sink.table (G is the grants table's name):
+//
+//	G               (campaign_id text, key..., granted_at timestamptz, PRIMARY KEY (campaign_id, key...))
+//	G_targets       (campaign_id text, key..., PRIMARY KEY (campaign_id, key...))
+//	syncd_campaigns (campaign_id text PRIMARY KEY, source, as_of, frozen_at, targets, cursor, status, ...)
+package coupon

@@ -1,0 +1,268 @@
+package coupon
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// Campaign is a campaign's row in syncd_campaigns.
+type Campaign struct {
+	ID          string
+	Source      string
+	SourceTable string
+	KeyColumns  []string
+	Where       string
+	AsOf        time.Time
+	FrozenAt    time.Time
+	Targets     int64
+	// Cursor is the key of the last target whose page has committed (text).
+	Cursor []string
+	Pages  int64
+	Status string
+	// Frozen is true when this call froze the campaign.
+	Frozen bool
+}
+
+// Campaign statuses.
+const (
+	StatusGranting = "granting"
+	StatusDone     = "done"
+	StatusFailed   = "failed"
+)
+
+// Load reads the campaign row; ok is false before the first freeze.
+func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
+	err = g.conn.QueryRow(ctx, `SELECT campaign_id, source, source_table, key_columns, where_sql, as_of, frozen_at,
+  targets, cursor, pages, status FROM `+g.t.campaigns+` WHERE campaign_id = $1`, g.campaign).Scan(
+		&c.ID, &c.Source, &c.SourceTable, &c.KeyColumns, &c.Where, &c.AsOf, &c.FrozenAt, &c.Targets, &c.Cursor, &c.Pages, &c.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Campaign{}, false, nil
+	}
+	if err != nil {
+		return Campaign{}, false, fmt.Errorf("read campaign %s from %s: %w", g.campaign, g.t.campaigns, err)
+	}
+	return c, true, nil
+}
+
+// Freeze returns the campaign, freezing it first when no run has: as_of is
+// read from the source's clock, and the keys that source.where selects at
+// as_of are written to the targets table in one sink transaction with the
+// campaign row, then the targets table is ANALYZEd (without statistics the
+// keyset pages fall back to full sorts). src is a connection to the source
+// database; when the sink is the same database the keys are copied by one
+// INSERT ... SELECT, otherwise they are streamed with COPY.
+func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Table) (Campaign, error) {
+	same := sameDatabase(g.cfg.Source.DSN, g.cfg.Sink.DSN)
+	for attempt := 1; ; attempt++ {
+		c, ok, err := g.Load(ctx)
+		if err != nil {
+			return Campaign{}, err
+		}
+		if ok && mutation == "asof_now" && attempt == 1 {
+			// Mutation: a re-run recomputes as_of (and the targets) with now().
+			if _, err := g.conn.Exec(ctx, "DELETE FROM "+g.t.targets+" WHERE campaign_id = $1", g.campaign); err != nil {
+				return Campaign{}, err
+			}
+			if _, err := g.conn.Exec(ctx, "DELETE FROM "+g.t.campaigns+" WHERE campaign_id = $1", g.campaign); err != nil {
+				return Campaign{}, err
+			}
+			continue
+		}
+		if ok {
+			return c, g.checkUnchanged(c, srcTable)
+		}
+		var froze bool
+		if same {
+			froze, err = g.freezeSame(ctx, srcTable)
+		} else {
+			froze, err = g.freezeStream(ctx, src, srcTable)
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "40001" && attempt < 5 {
+			continue // another run froze the campaign meanwhile: read its row
+		}
+		if err != nil {
+			return Campaign{}, fmt.Errorf("freeze targets of campaign %s into %s: %w; nothing was frozen, the next run freezes again", g.campaign, g.t.targets, err)
+		}
+		if !froze {
+			continue
+		}
+		if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
+			return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
+		}
+		c, _, err = g.Load(ctx)
+		c.Frozen = true
+		return c, err
+	}
+}
+
+// checkUnchanged refuses a config whose target definition differs from the
+// frozen one: the frozen targets would silently disagree with it.
+func (g *Grants) checkUnchanged(c Campaign, srcTable config.Table) error {
+	if c.SourceTable != srcTable.String() || !slices.Equal(c.KeyColumns, g.keyNames()) || c.Where != g.cfg.Source.Where {
+		return g.cfg.Errorf("source.where", "campaign %s was frozen at %s from %s (key %s) where %q, and this config says %s (key %s) where %q; a frozen campaign cannot change: restore the config, or use a new sink.campaign",
+			c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), c.SourceTable, strings.Join(c.KeyColumns, ","), c.Where,
+			srcTable, strings.Join(g.keyNames(), ","), g.cfg.Source.Where)
+	}
+	return nil
+}
+
+// selectKeys is the query of the targets at as_of, with as_of bound to
+// parameter n when the where clause uses it.
+func (g *Grants) selectKeys(srcTable config.Table, prefix string, n int) (string, bool) {
+	q := "SELECT " + prefix + pgutil.IdentList("", g.keyNames()) + " FROM " + pgutil.Qualified(srcTable.Schema, srcTable.Name)
+	where, bound := BindAsOf(strings.TrimSpace(g.cfg.Source.Where), n)
+	if where != "" {
+		q += " WHERE (" + where + ")"
+	}
+	return q, bound
+}
+
+func (g *Grants) insertCampaign(ctx context.Context, tx pgx.Tx, srcTable config.Table, asOf string) (bool, error) {
+	tag, err := tx.Exec(ctx, "INSERT INTO "+g.t.campaigns+
+		" (campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, targets, status)"+
+		" VALUES ($1, $2, $3, $4, $5, $6, $7::timestamptz, 0, $8) ON CONFLICT (campaign_id) DO NOTHING",
+		g.campaign, g.cfg.Name, srcTable.String(), g.t.grantsName.String(), g.keyNames(), g.cfg.Source.Where, asOf, StatusGranting)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// freezeSame freezes in one REPEATABLE READ transaction of the sink (which
+// is also the source), so as_of and the snapshot the targets are read in
+// are taken together. It reports false when another run froze first.
+func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, error) {
+	tx, err := g.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	var asOf string
+	if err := tx.QueryRow(ctx, "SELECT now()::text").Scan(&asOf); err != nil {
+		return false, err
+	}
+	ok, err := g.insertCampaign(ctx, tx, srcTable, asOf)
+	if err != nil || !ok {
+		return false, err
+	}
+	sel, bound := g.selectKeys(srcTable, "$1, ", 2)
+	args := []any{g.campaign}
+	if bound {
+		args = append(args, asOf)
+	}
+	tag, err := tx.Exec(ctx, "INSERT INTO "+g.t.targets+" (campaign_id, "+pgutil.IdentList("", g.keyNames())+") "+sel, args...)
+	if err != nil {
+		return false, err
+	}
+	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// freezeStream freezes across databases: as_of and the keys come from one
+// REPEATABLE READ snapshot of the source, and the keys are streamed with
+// COPY into the targets table inside the sink transaction that inserts the
+// campaign row.
+func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable config.Table) (bool, error) {
+	stx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return false, fmt.Errorf("source: %w", err)
+	}
+	defer stx.Rollback(context.WithoutCancel(ctx))
+	var asOf string
+	if err := stx.QueryRow(ctx, "SELECT now()::text").Scan(&asOf); err != nil {
+		return false, fmt.Errorf("source: %w", err)
+	}
+	tx, err := g.conn.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	ok, err := g.insertCampaign(ctx, tx, srcTable, asOf)
+	if err != nil || !ok {
+		return false, err
+	}
+	sel, bound := g.selectKeys(srcTable, "", 1)
+	var params [][]byte
+	if bound {
+		params = [][]byte{[]byte(asOf)}
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- streamKeys(ctx, src, sel, params, g.campaign, pw)
+	}()
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, pr, "COPY "+g.t.targets+" (campaign_id, "+pgutil.IdentList("", g.keyNames())+") FROM STDIN")
+	pr.CloseWithError(errors.New("copy ended")) // unblocks the reader side if COPY failed early
+	if serr := <-done; serr != nil && err == nil {
+		err = fmt.Errorf("source: %w", serr)
+	}
+	if err != nil {
+		return false, err
+	}
+	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
+		return false, err
+	}
+	return true, tx.Commit(ctx)
+}
+
+// streamKeys writes the keys the source query returns to w in COPY text
+// format, each prefixed by the campaign, and closes w.
+func streamKeys(ctx context.Context, src *pgx.Conn, q string, params [][]byte, campaign string, w *io.PipeWriter) error {
+	var buf bytes.Buffer
+	var werr error
+	rr := src.PgConn().ExecParams(ctx, q, params, nil, nil, nil)
+	row := make([][]byte, 0, 4)
+	for rr.NextRow() {
+		if werr != nil {
+			continue
+		}
+		row = append(row[:0], []byte(campaign))
+		row = append(row, rr.Values()...)
+		pgutil.AppendCopyText(&buf, [][][]byte{row})
+		if buf.Len() >= 256<<10 {
+			_, werr = w.Write(buf.Bytes())
+			buf.Reset()
+		}
+	}
+	_, err := rr.Close()
+	if err == nil && werr == nil && buf.Len() > 0 {
+		_, werr = w.Write(buf.Bytes())
+	}
+	if err == nil {
+		err = werr
+	}
+	w.CloseWithError(err) // nil closes with io.EOF: the end of the COPY data
+	return err
+}
+
+func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
+	_, err := tx.Exec(ctx, "UPDATE "+g.t.campaigns+" SET targets = $2 WHERE campaign_id = $1", g.campaign, n)
+	return err
+}
+
+// sameDatabase reports whether two DSNs name the same host, port and database.
+func sameDatabase(a, b string) bool {
+	ca, err := pgconn.ParseConfig(a)
+	if err != nil {
+		return false
+	}
+	cb, err := pgconn.ParseConfig(b)
+	if err != nil {
+		return false
+	}
+	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
+}

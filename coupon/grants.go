@@ -1,0 +1,249 @@
+package coupon
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/sink"
+)
+
+// Grants is the coupon_grants sink: it grants the keys of each page once,
+// in one transaction with the campaign's progress cursor.
+type Grants struct {
+	conn     *pgx.Conn
+	cfg      *config.Config
+	campaign string
+	t        tables
+	keys     []page.Column // the key columns, in sink.key order
+	keyIdx   []int         // their positions in a page's rows
+
+	grantSQL, progressSQL, pageSQL, firstSQL string
+}
+
+var _ sink.Sink = (*Grants)(nil)
+
+// Open connects to the sink database of c (a coupon_grants sink).
+func Open(ctx context.Context, c *config.Config) (*Grants, error) {
+	t, err := tablesOf(c)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	if err != nil {
+		return nil, err
+	}
+	return &Grants{conn: conn, cfg: c, campaign: c.Sink.Campaign, t: t}, nil
+}
+
+// Close closes the connection.
+func (g *Grants) Close(ctx context.Context) error { return g.conn.Close(ctx) }
+
+func (g *Grants) keyNames() []string {
+	out := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		out[i] = k.Name
+	}
+	return out
+}
+
+// Prepare takes the key columns (sink.key) from cols, which describe the
+// rows of every page, and creates the grants, targets and campaigns tables
+// when they are missing.
+func (g *Grants) Prepare(ctx context.Context, cols []page.Column) error {
+	g.keys, g.keyIdx = nil, nil
+	for _, name := range g.cfg.Sink.Key {
+		i := slices.IndexFunc(cols, func(c page.Column) bool { return c.Name == name })
+		if i < 0 {
+			return g.cfg.Errorf("sink.key", "key column %q is not among the source columns", name)
+		}
+		g.keys = append(g.keys, cols[i])
+		g.keyIdx = append(g.keyIdx, i)
+	}
+	if err := g.ensureTables(ctx); err != nil {
+		return err
+	}
+	g.build()
+	return nil
+}
+
+// cast returns "$n::text::type" for key column i.
+func (g *Grants) cast(n, i int) string {
+	return fmt.Sprintf("$%d::text::%s", n, g.keys[i].Type)
+}
+
+// keyTuple renders "(a, b)" (or "a" for one column) for row-value comparison.
+func keyTuple(parts []string) string {
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func (g *Grants) build() {
+	names := g.keyNames()
+	list := pgutil.IdentList("", names)
+	n := len(g.keys)
+
+	arrays := make([]string, n)
+	for i, k := range g.keys {
+		arrays[i] = fmt.Sprintf("$%d::text[]::%s[]", i+2, k.Type)
+	}
+	g.grantSQL = "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " +
+		pgutil.IdentList("u.", names) + ", now() FROM unnest(" + strings.Join(arrays, ", ") + ") AS u(" + list + ")"
+	if mutation != "no_on_conflict" {
+		g.grantSQL += " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
+	}
+
+	// The progress cursor never moves back: a second run at once that is
+	// behind leaves the stored cursor alone.
+	stored := make([]string, n)
+	fresh := make([]string, n)
+	for i, k := range g.keys {
+		stored[i] = fmt.Sprintf("cursor[%d]::%s", i+1, k.Type)
+		fresh[i] = g.cast(i+3, i)
+	}
+	g.progressSQL = "UPDATE " + g.t.campaigns + " SET cursor = $2::text[], pages = pages + 1, updated_at = now()" +
+		" WHERE campaign_id = $1 AND (cursor IS NULL OR " + keyTuple(stored) + " < " + keyTuple(fresh) + ")"
+
+	after := make([]string, n)
+	cols := make([]string, n)
+	for i := range g.keys {
+		after[i] = g.cast(i+2, i)
+		cols[i] = pgutil.Ident(names[i])
+	}
+	op := " > "
+	if mutation == "keyset_gte" {
+		op = " >= "
+	}
+	sel := "SELECT " + list + " FROM " + g.t.targets + " WHERE campaign_id = $1"
+	order := " ORDER BY " + list + " LIMIT "
+	g.firstSQL = sel + order
+	g.pageSQL = sel + " AND " + keyTuple(cols) + op + keyTuple(after) + order
+}
+
+// keysOf returns the key values of a page as one text array per key column,
+// and the last row's key.
+func (g *Grants) keysOf(p page.Page) ([][]string, []string) {
+	arrays := make([][]string, len(g.keys))
+	for _, row := range p.Rows {
+		for i, idx := range g.keyIdx {
+			arrays[i] = append(arrays[i], string(row[idx]))
+		}
+	}
+	last := make([]string, len(g.keys))
+	for i := range g.keys {
+		last[i] = arrays[i][len(arrays[i])-1]
+	}
+	return arrays, last
+}
+
+// beforeCommit, when set by a test, runs inside each page's transaction just
+// before the commit; an error rolls the page back as a crash would.
+var beforeCommit func(ctx context.Context) error
+
+// Apply grants the page's keys in one transaction together with the
+// campaign's progress cursor: INSERT ... ON CONFLICT (campaign_id, key) DO
+// NOTHING, so a key granted before (by an earlier run, a run at the same
+// time or an earlier batch) is left as it is. Written counts new grants.
+func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
+	if len(p.Rows) == 0 {
+		return sink.Result{}, nil
+	}
+	arrays, last := g.keysOf(p)
+	grantArgs := []any{g.campaign}
+	for _, a := range arrays {
+		grantArgs = append(grantArgs, a)
+	}
+	progressArgs := []any{g.campaign, last}
+	for _, v := range last {
+		progressArgs = append(progressArgs, v)
+	}
+	if mutation == "progress_first" {
+		// Mutation: the progress is committed on its own before the grants.
+		if _, err := g.conn.Exec(ctx, g.progressSQL, progressArgs...); err != nil {
+			return sink.Result{}, fmt.Errorf("save progress of campaign %s: %w", g.campaign, err)
+		}
+	}
+	var res sink.Result
+	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, g.grantSQL, grantArgs...)
+		if err != nil {
+			return fmt.Errorf("insert grants: %w", err)
+		}
+		res.Written = tag.RowsAffected()
+		if mutation != "progress_first" {
+			if _, err := tx.Exec(ctx, g.progressSQL, progressArgs...); err != nil {
+				return fmt.Errorf("save progress: %w", err)
+			}
+		}
+		if beforeCommit != nil {
+			return beforeCommit(ctx)
+		}
+		return nil
+	})
+	if err != nil {
+		return sink.Result{}, fmt.Errorf("grant page of campaign %s into %s: %w", g.campaign, g.t.grantsName, err)
+	}
+	return res, nil
+}
+
+// ReadTargets reads at most limit frozen targets after the key after (nil:
+// from the first), in key order, as a page of key columns.
+func (g *Grants) ReadTargets(ctx context.Context, after []string, limit int) (page.Page, error) {
+	q := g.pageSQL
+	params := [][]byte{[]byte(g.campaign)}
+	if after == nil {
+		q = g.firstSQL
+	}
+	for _, v := range after {
+		params = append(params, []byte(v))
+	}
+	q += fmt.Sprint(limit)
+	var p page.Page
+	rr := g.conn.PgConn().ExecParams(ctx, q, params, nil, nil, nil)
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([][]byte, len(vals))
+		for i, v := range vals {
+			row[i] = slices.Clone(v)
+		}
+		p.Rows = append(p.Rows, row)
+	}
+	if _, err := rr.Close(); err != nil {
+		return page.Page{}, fmt.Errorf("read targets of campaign %s from %s: %w", g.campaign, g.t.targets, err)
+	}
+	if n := len(p.Rows); n > 0 {
+		p.Last = make([]string, len(g.keys))
+		for i := range g.keys {
+			p.Last[i] = string(p.Rows[n-1][i])
+		}
+	}
+	return p, nil
+}
+
+// advances reports whether key b sorts strictly after key a, compared by the
+// server with the key's own types.
+func (g *Grants) advances(ctx context.Context, a, b []string) (bool, error) {
+	left := make([]string, len(g.keys))
+	right := make([]string, len(g.keys))
+	var args []any
+	for i := range g.keys {
+		args = append(args, a[i])
+		left[i] = g.cast(len(args), i)
+	}
+	for i := range g.keys {
+		args = append(args, b[i])
+		right[i] = g.cast(len(args), i)
+	}
+	var ok bool
+	if err := g.conn.QueryRow(ctx, "SELECT "+keyTuple(right)+" > "+keyTuple(left), args...).Scan(&ok); err != nil {
+		return false, fmt.Errorf("compare keys of campaign %s: %w", g.campaign, err)
+	}
+	return ok, nil
+}

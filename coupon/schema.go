@@ -1,0 +1,139 @@
+package coupon
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+)
+
+// CampaignsTable is the bookkeeping table, one row per campaign, in the
+// schema of sink.table.
+const CampaignsTable = "syncd_campaigns"
+
+// TargetsSuffix is appended to the grants table's name to name the table of
+// frozen targets (public.coupon_grants -> public.coupon_grants_targets).
+const TargetsSuffix = "_targets"
+
+// tables are the quoted names of a campaign's three tables.
+type tables struct {
+	grants, targets, campaigns string
+	grantsName                 config.Table
+}
+
+func tablesOf(c *config.Config) (tables, error) {
+	t, err := config.ParseTable(c.Sink.Table)
+	if err != nil {
+		return tables{}, c.Errorf("sink.table", "%v", err)
+	}
+	if len(t.Name)+len(TargetsSuffix) > 63 {
+		return tables{}, c.Errorf("sink.table", "%q is too long: syncd keeps the targets in %q, which must fit PostgreSQL's 63 bytes; use a shorter name", t.Name, t.Name+TargetsSuffix)
+	}
+	return tables{
+		grants:     pgutil.Qualified(t.Schema, t.Name),
+		targets:    pgutil.Qualified(t.Schema, t.Name+TargetsSuffix),
+		campaigns:  pgutil.Qualified(t.Schema, CampaignsTable),
+		grantsName: t,
+	}, nil
+}
+
+// ensureTables creates the grants, targets and campaigns tables when they
+// are missing and checks an existing grants table. The DDL runs under a
+// transaction-scoped advisory lock so that two first runs at once do not
+// race on CREATE TABLE.
+func (g *Grants) ensureTables(ctx context.Context) error {
+	var keyDefs []string
+	for _, k := range g.keys {
+		keyDefs = append(keyDefs, pgutil.Ident(k.Name)+" "+k.Type+" NOT NULL")
+	}
+	keyList := pgutil.IdentList("", g.keyNames())
+	ddl := []string{
+		"CREATE TABLE IF NOT EXISTS " + g.t.campaigns + ` (
+  campaign_id  text PRIMARY KEY,
+  source       text NOT NULL,
+  source_table text NOT NULL,
+  grants_table text NOT NULL,
+  key_columns  text[] NOT NULL,
+  where_sql    text NOT NULL,
+  as_of        timestamptz NOT NULL,
+  frozen_at    timestamptz NOT NULL DEFAULT now(),
+  targets      bigint NOT NULL,
+  cursor       text[],
+  pages        bigint NOT NULL DEFAULT 0,
+  status       text NOT NULL,
+  granted      bigint,
+  missing      bigint,
+  extra        bigint,
+  updated_at   timestamptz NOT NULL DEFAULT now()
+)`,
+		"CREATE TABLE IF NOT EXISTS " + g.t.grants + " (\n  campaign_id text NOT NULL,\n  " +
+			strings.Join(keyDefs, ",\n  ") + ",\n  granted_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
+		"CREATE TABLE IF NOT EXISTS " + g.t.targets + " (\n  campaign_id text NOT NULL,\n  " +
+			strings.Join(keyDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
+	}
+	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))"); err != nil {
+			return err
+		}
+		for _, q := range ddl {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create coupon tables %s, %s and %s: %w; create them by hand (see docs/COUPONS.md) or grant CREATE on schema %s", g.t.grants, g.t.targets, g.t.campaigns, err, pgutil.Ident(g.t.grantsName.Schema))
+	}
+	return g.checkGrantsTable(ctx)
+}
+
+// checkGrantsTable verifies that an existing grants table (perhaps left by an
+// earlier batch) has the columns syncd writes, with the source key's types,
+// and the unique key that ON CONFLICT needs.
+func (g *Grants) checkGrantsTable(ctx context.Context) error {
+	rows, err := g.conn.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, g.t.grants)
+	if err != nil {
+		return fmt.Errorf("describe grants table %s: %w", g.t.grantsName, err)
+	}
+	have := map[string]string{}
+	var name, typ string
+	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { have[name] = typ; return nil }); err != nil {
+		return fmt.Errorf("describe grants table %s: %w", g.t.grantsName, err)
+	}
+	want := append([]page.Column{{Name: "campaign_id", Type: "text"}}, g.keys...)
+	want = append(want, page.Column{Name: "granted_at", Type: "timestamp with time zone"})
+	for _, col := range want {
+		got, ok := have[col.Name]
+		if !ok {
+			return g.cfg.Errorf("sink.table", "grants table %s has no column %q; add it: ALTER TABLE %s ADD COLUMN %s %s", g.t.grantsName, col.Name, g.t.grants, pgutil.Ident(col.Name), col.Type)
+		}
+		if got != col.Type {
+			return g.cfg.Errorf("sink.table", "column %q of grants table %s is %s but must be %s (the source key's type)", col.Name, g.t.grantsName, got, col.Type)
+		}
+	}
+	var unique bool
+	err = g.conn.QueryRow(ctx, `
+SELECT EXISTS (
+  SELECT 1 FROM pg_index i
+  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indisvalid
+    AND i.indpred IS NULL AND i.indexprs IS NULL
+    AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+         WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey))
+        = (SELECT array_agg(k ORDER BY k) FROM unnest($2::text[]) k))`,
+		g.t.grants, append([]string{"campaign_id"}, g.keyNames()...)).Scan(&unique)
+	if err != nil {
+		return fmt.Errorf("read indexes of grants table %s: %w", g.t.grantsName, err)
+	}
+	if !unique {
+		return g.cfg.Errorf("sink.table", "grants table %s has no primary key or unique index on (campaign_id, %s), which makes each grant unique; add one (after removing duplicates)", g.t.grantsName, strings.Join(g.keyNames(), ", "))
+	}
+	return nil
+}
