@@ -33,10 +33,14 @@ var (
 	cluster   *Cluster
 )
 
-// Main runs a package's tests, stops a throwaway cluster if one was started,
-// and fails on leaked goroutines. Call it from TestMain.
-func Main(m *testing.M) {
+// Main runs a package's tests, runs cleanups (for example removing a binary
+// built for the tests), stops a throwaway cluster if one was started, and
+// fails on leaked goroutines. Call it from TestMain.
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if cluster != nil {
 		cluster.Destroy(context.Background())
 	}
