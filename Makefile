@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install bench-bound
+.PHONY: help build test lint demo clean docker install bench-bound mutations
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,3 +42,6 @@ install: build ## install syncd to PREFIX/bin (/usr/local) and its systemd unit;
 
 clean: ## remove build output
 	rm -rf bin
+
+mutations: ## break each coupon safeguard in a test build and show which tests catch it (~90 s)
+	./scripts/mutations.sh

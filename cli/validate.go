@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 )
@@ -45,6 +46,15 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		return nil, nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
+	if cfg.Sink.Type == config.SinkCouponGrants {
+		// A campaign reads its frozen targets, not pages of the source:
+		// check its where clause, grants table and frozen campaign instead.
+		warnings, err := coupon.Check(ctx, cfg, src)
+		if err != nil {
+			return nil, nil, err
+		}
+		return warnings, src.Table, nil
+	}
 	if plan {
 		if err := src.CheckNulls(ctx); err != nil {
 			warnings = append(warnings, err.Error())

@@ -1,0 +1,58 @@
+package coupon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/source"
+)
+
+// Check validates a coupon source without writing: the where clause parses
+// and plans with :as_of bound, an existing grants table fits, and a frozen
+// campaign still matches the config. It returns warnings for `syncd
+// validate` to print.
+func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error) {
+	g, err := Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Close(context.WithoutCancel(ctx))
+	g.keys = src.Table.Cursor
+	sel, bound := g.selectKeys(src.Table.Ident, "", 1)
+	var args []any
+	if bound {
+		args = append(args, time.Now().UTC().Format(time.RFC3339Nano))
+	}
+	rows, err := src.Conn().Query(ctx, "EXPLAIN "+sel, args...)
+	if err == nil {
+		rows.Close()
+		err = rows.Err()
+	}
+	if err != nil {
+		return nil, c.Errorf("source.where", "the targets query does not plan: %v", err)
+	}
+	var warnings []string
+	var exists bool
+	if err := g.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", g.t.grants).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("look for grants table %s: %w", g.t.grantsName, err)
+	}
+	if !exists {
+		return append(warnings, fmt.Sprintf("grants table %s does not exist yet; the first run creates it with %s and %s", g.t.grantsName, g.t.targets, g.t.campaigns)), nil
+	}
+	if err := g.checkGrantsTable(ctx); err != nil {
+		return nil, err
+	}
+	camp, ok, err := g.loadKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return append(warnings, fmt.Sprintf("campaign %s is not frozen yet; the first run freezes it", g.campaign)), nil
+	}
+	if err := g.checkUnchanged(camp, src.Table.Ident); err != nil {
+		return nil, err
+	}
+	return warnings, nil
+}
