@@ -80,7 +80,10 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 			continue
 		}
 		if ok {
-			return c, g.checkUnchanged(c, srcTable)
+			if err := g.checkUnchanged(c, srcTable); err != nil {
+				return Campaign{}, err
+			}
+			return c, g.analyzeIfNever(ctx)
 		}
 		var froze bool
 		if same {
@@ -98,8 +101,10 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		if !froze {
 			continue
 		}
-		if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
-			return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
+		if mutation != "no_analyze" {
+			if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
+				return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
+			}
 		}
 		c, _, err = g.Load(ctx)
 		c.Frozen = true
@@ -265,4 +270,21 @@ func sameDatabase(a, b string) bool {
 		return false
 	}
 	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
+}
+
+// analyzeIfNever analyzes the targets table when it has no statistics yet
+// (a run killed between the freeze and its ANALYZE), so that the keyset
+// pages use the primary key instead of sorting every page.
+func (g *Grants) analyzeIfNever(ctx context.Context) error {
+	var never bool
+	if err := g.conn.QueryRow(ctx, "SELECT reltuples < 0 FROM pg_class WHERE oid = to_regclass($1)", g.t.targets).Scan(&never); err != nil {
+		return fmt.Errorf("read statistics of %s: %w", g.t.targets, err)
+	}
+	if !never || mutation == "no_analyze" {
+		return nil
+	}
+	if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
+		return fmt.Errorf("analyze %s: %w", g.t.targets, err)
+	}
+	return nil
 }

@@ -133,7 +133,7 @@ func grantAll(ctx context.Context, o Options, g *Grants, after []string, res *Re
 				return fmt.Errorf("campaign %s: the page after key %v ends at %v and does not advance; stopped instead of looping (the targets table %s or its index may be damaged: REINDEX it and run again)", g.campaign, after, p.Last, g.t.targets)
 			}
 		}
-		if mutation == "progress_first" {
+		if mutation == "progress_first" || mutation == "watermark_first" {
 			if err := save(o.Store, c.Name, g.campaign, p.Last, p.Len()); err != nil {
 				return err
 			}
@@ -150,7 +150,7 @@ func grantAll(ctx context.Context, o Options, g *Grants, after []string, res *Re
 				return err
 			}
 		}
-		if mutation != "progress_first" {
+		if mutation != "progress_first" && mutation != "watermark_first" {
 			if err := save(o.Store, c.Name, g.campaign, p.Last, p.Len()); err != nil {
 				return err
 			}

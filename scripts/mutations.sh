@@ -6,7 +6,7 @@
 set -u
 cd "$(dirname "$0")/.."
 GO=${GO:-go}
-MUTATIONS=${MUTATIONS:-"keyset_gte no_on_conflict asof_now progress_first skip_reconcile"}
+MUTATIONS=${MUTATIONS:-"keyset_gte no_on_conflict asof_now progress_first watermark_first skip_reconcile no_analyze"}
 survived=0
 for m in "" $MUTATIONS; do
 	out=$(SYNCD_MUTATION="$m" $GO test -count=1 -tags mutation ./coupon/ 2>&1)
