@@ -58,6 +58,7 @@ func keyRows(t *testing.T, db *pgtest.DB, q string) []string {
 // another database, the key is composite (row-value keyset) and pages hold
 // one target each, so every page must advance past the last.
 func TestCompositeKeyAcrossDatabases(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
 	src.Exec(t, accountsDDL)
@@ -86,6 +87,7 @@ func TestCompositeKeyAcrossDatabases(t *testing.T) {
 // streaming the targets (here a division by zero in where at one member)
 // leaves no campaign row and no targets; the next run freezes again.
 func TestFailedFreezeLeavesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
 	want := newMembers(t, src)
@@ -113,6 +115,7 @@ func TestFailedFreezeLeavesNothing(t *testing.T) {
 // TestFrozenCampaignRefusesAChangedWhere: the stored targets would no longer
 // match a changed where clause, so the run stops with a config error.
 func TestFrozenCampaignRefusesAChangedWhere(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	src := pgtest.NewDB(t)
 	src.Exec(t, accountsDDL)

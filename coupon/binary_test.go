@@ -54,6 +54,7 @@ func count(t *testing.T, db *pgtest.DB, q string) int64 {
 // members and sign-ups, then re-runs: the killed run left grants exactly up
 // to its committed progress, and the re-run completes the frozen set.
 func TestKillAtRandomPageAndRerun(t *testing.T) {
+	t.Parallel()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
 	cfgPath := writeConfig(t, configYAML(db, db, 50))
@@ -106,6 +107,7 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 // campaign, each with its own state file (two pods: no shared lock), while
 // purchases and sign-ups commit: both succeed and each target has one grant.
 func TestTwoRunsAtOnce(t *testing.T) {
+	t.Parallel()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
 	cfgPath := writeConfig(t, configYAML(db, db, 200))

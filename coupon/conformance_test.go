@@ -17,6 +17,7 @@ import (
 // page's "version" is irrelevant for grants: a key is granted once, so the
 // destination holds one line per key ever applied.
 func TestGrantsConformance(t *testing.T) {
+	t.Parallel()
 	sinktest.Exercise(t, func(t *testing.T) sinktest.Harness {
 		db := pgtest.NewDB(t)
 		db.Exec(t, "CREATE TABLE public.members (member_id bigint PRIMARY KEY, last_purchase_at timestamptz NOT NULL)")

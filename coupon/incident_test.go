@@ -37,6 +37,7 @@ LIMIT $2 OFFSET $3`, campaignID, pageSize, page*pageSize)
 // TestIncidentReaderMissesHalf documents the failure syncd exists to
 // prevent: the batch "finishes" having granted about half of the targets.
 func TestIncidentReaderMissesHalf(t *testing.T) {
+	t.Parallel()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
 	pages, inserted := incidentBatch(t, db, 500)
@@ -57,6 +58,7 @@ func TestIncidentReaderMissesHalf(t *testing.T) {
 // TestGrantsWhatABrokenBatchMissed runs syncd over the grants a broken
 // batch left: the members it missed get their coupon, nobody gets a second.
 func TestGrantsWhatABrokenBatchMissed(t *testing.T) {
+	t.Parallel()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
 	_, before := incidentBatch(t, db, 500)

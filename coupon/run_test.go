@@ -41,6 +41,7 @@ func state(t *testing.T, store *watermark.Store) watermark.State {
 // run to the end and a third after success. Every member dormant at as_of
 // gets exactly one coupon, nobody else gets one, and the last run grants 0.
 func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
@@ -102,7 +103,8 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 
 // TestFailedPageLeavesNoTrace: a page whose transaction fails (as a crash
 // before the commit would) leaves neither its grants nor its progress nor
-// its watermark; the next run grants it.
+// its watermark; the next run grants it. Not parallel: the hook it sets is
+// seen by every sink in the process.
 func TestFailedPageLeavesNoTrace(t *testing.T) {
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
@@ -147,6 +149,7 @@ func TestFailedPageLeavesNoTrace(t *testing.T) {
 // (status failed, counts exported); reconcile lists both and --repair
 // grants the missing one but never revokes.
 func TestMissingOrExtraGrantFailsRun(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := pgtest.NewDB(t)
 	want := newMembers(t, db)
