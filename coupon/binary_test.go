@@ -3,6 +3,7 @@ package coupon_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os/exec"
@@ -156,4 +157,61 @@ func newGrants(log string) string {
 		return "?"
 	}
 	return rest[:end]
+}
+
+// TestBinaryFailsLoudlyWhenNotReconciled: through the real binary, a grant
+// lost behind the progress cursor makes `run --once` exit 1 with the counts
+// and no success line, `status` says failed, and `validate` checks a
+// coupon source (exit 0) and refuses a changed where (exit 2).
+func TestBinaryFailsLoudlyWhenNotReconciled(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	want := newMembers(t, db)
+	yaml := configYAML(db, db, 1000)
+	cfgPath := writeConfig(t, yaml)
+	statePath := filepath.Join(t.TempDir(), "state.db")
+
+	var out bytes.Buffer
+	validate := exec.Command(syncdBin, "validate", "--config", cfgPath)
+	validate.Stdout, validate.Stderr = &out, &out
+	if err := validate.Run(); err != nil || !strings.Contains(out.String(), "comeback: ok (public.members") {
+		t.Fatalf("validate before the first run: exit %d\n%s", exitCode(err), out.String())
+	}
+	cmd, runOut := syncd(t, cfgPath, statePath)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("first run: exit %d\n%s", exitCode(err), runOut)
+	}
+	db.Exec(t, "DELETE FROM public.coupon_grants WHERE campaign_id = $1 AND member_id = $2", campaignID, want[10])
+	cmd, runOut = syncd(t, cfgPath, statePath)
+	err := cmd.Wait()
+	msg := "1 of " + strconv.Itoa(len(want)) + " targets have no grant and 0 grants are not targets"
+	if exitCode(err) != 1 || !strings.Contains(runOut.String(), msg) {
+		t.Fatalf("run with a lost grant: exit %d; want 1 and %q\n%s", exitCode(err), msg, runOut)
+	}
+	for _, success := range []string{`"msg":"run done"`, `"msg":"campaign reconciled"`} {
+		if strings.Contains(runOut.String(), success) {
+			t.Fatalf("a failed campaign printed the success line %s:\n%s", success, runOut)
+		}
+	}
+	out.Reset()
+	status := exec.Command(syncdBin, "status", "--json", "--config", cfgPath, "--state", statePath)
+	status.Stdout, status.Stderr = &out, &out
+	var st struct {
+		Sources []struct {
+			LastStatus string `json:"last_status"`
+			LastError  string `json:"last_error"`
+		} `json:"sources"`
+	}
+	if err := status.Run(); err != nil || json.Unmarshal(out.Bytes(), &st) != nil || len(st.Sources) != 1 ||
+		st.Sources[0].LastStatus != "failed" || !strings.Contains(st.Sources[0].LastError, msg) {
+		t.Fatalf("status after the failed run: exit %d; want last_status failed with %q\n%s", exitCode(err), msg, out.String())
+	}
+
+	out.Reset()
+	changed := writeConfig(t, strings.Replace(yaml, "180 days", "90 days", 1))
+	validate = exec.Command(syncdBin, "validate", "--config", changed)
+	validate.Stdout, validate.Stderr = &out, &out
+	if err := validate.Run(); exitCode(err) != 2 || !strings.Contains(out.String(), "comeback.yaml:6: source.where: campaign comeback-2026-10 was frozen at") {
+		t.Fatalf("validate with a changed where: exit %d; want 2 naming comeback.yaml:6 source.where\n%s", exitCode(err), out.String())
+	}
 }
