@@ -2,6 +2,7 @@ package coupon_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestTargetsAreAnalyzedAndPagesUseTheIndex(t *testing.T) {
 	if err != syncer.ErrStopped {
 		t.Fatalf("run: %v; want ErrStopped", err)
 	}
-	rows, err := db.Pool.Query(ctx, "EXPLAIN SELECT member_id FROM public.coupon_grants_targets WHERE campaign_id = $1 AND member_id > $2 ORDER BY member_id LIMIT 500", campaignID, want[len(want)/2])
+	rows, err := db.Pool.Query(ctx, "EXPLAIN SELECT member_id FROM public.coupon_grants_targets WHERE campaign_id = $1 AND member_id > $2::text::bigint ORDER BY member_id LIMIT 500", campaignID, fmt.Sprint(want[len(want)/2]))
 	if err != nil {
 		t.Fatal(err)
 	}
