@@ -172,3 +172,12 @@ func head(s []int64) []int64 {
 }
 
 func pagesFor(n int64, size int) int64 { return (n + int64(size) - 1) / int64(size) }
+
+// campaignSetup makes a members database, a campaign config on it with
+// pages of size, and a state file; want is the expected targets.
+func campaignSetup(t *testing.T, size int) (db *pgtest.DB, want []int64, cfg *config.Config, store *watermark.Store) {
+	t.Helper()
+	db = pgtest.NewDB(t)
+	want = newMembers(t, db)
+	return db, want, parseConfig(t, configYAML(db, db, size)), openStore(t)
+}

@@ -43,11 +43,8 @@ func state(t *testing.T, store *watermark.Store) watermark.State {
 func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	want := newMembers(t, db)
 	const size = 500
-	cfg := parseConfig(t, configYAML(db, db, size))
-	store := openStore(t)
+	db, want, cfg, store := campaignSetup(t, size)
 
 	stop := make(chan struct{})
 	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop,
@@ -107,11 +104,8 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 // seen by every sink in the process.
 func TestFailedPageLeavesNoTrace(t *testing.T) {
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	want := newMembers(t, db)
 	const size = 500
-	cfg := parseConfig(t, configYAML(db, db, size))
-	store := openStore(t)
+	db, want, cfg, store := campaignSetup(t, size)
 	calls := 0
 	coupon.SetBeforeCommit(func(context.Context) error {
 		calls++
@@ -151,10 +145,7 @@ func TestFailedPageLeavesNoTrace(t *testing.T) {
 func TestMissingOrExtraGrantFailsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := pgtest.NewDB(t)
-	want := newMembers(t, db)
-	cfg := parseConfig(t, configYAML(db, db, 1000))
-	store := openStore(t)
+	db, want, cfg, store := campaignSetup(t, 1000)
 	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
