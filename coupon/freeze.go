@@ -207,11 +207,16 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	go func() {
-		done <- streamKeys(ctx, src, sel, params, g.campaign, pw)
+		done <- streamKeys(sctx, src, sel, params, g.campaign, pw)
 	}()
 	tag, err := tx.Conn().PgConn().CopyFrom(ctx, pr, "COPY "+g.t.targets+" (campaign_id, "+pgutil.IdentList("", g.keyNames())+") FROM STDIN")
-	pr.CloseWithError(errors.New("copy ended")) // unblocks the reader side if COPY failed early
+	if err != nil {
+		cancel() // stop reading the source: the sink side has failed
+	}
+	pr.CloseWithError(errors.New("copy ended")) // unblocks the writer if COPY failed early
 	if serr := <-done; serr != nil && err == nil {
 		err = fmt.Errorf("source: %w", serr)
 	}
