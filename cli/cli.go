@@ -61,15 +61,21 @@ const usage = `syncd keeps a copy of PostgreSQL tables in sync by an (updated_at
 
 Usage:
   syncd run       --config PATH [--state FILE] [--once] [--source NAME]
-  syncd resync    --config PATH [--state FILE] --source NAME (--from RFC3339 | --from-start)
-  syncd status    --config PATH [--state FILE] [--json]
+                  without --once: [--listen ADDR] [--shutdown-timeout 30s] [--admin-token-file FILE]
+  syncd resync    --config PATH [--state FILE] --source NAME (--from RFC3339 | --from-start) [--listen ADDR]
+  syncd status    --config PATH [--state FILE] [--json] [--listen ADDR]
   syncd validate  --config PATH
   syncd reconcile --config PATH [--state FILE] --source NAME [--repair] [--json]
   syncd version
 
 --config takes one source file or a folder of *.yaml files. --state defaults
-to $SYNCD_STATE, else ./syncd.db. Exit codes: 0 ok, 1 failure or differences
-found, 2 usage or config error.
+to $SYNCD_STATE, else ./syncd.db. Without --once, run is a daemon that runs
+each source on its schedule until SIGTERM/SIGINT (SIGHUP reloads the configs)
+and serves /healthz /readyz /metrics /status on --listen (default
+127.0.0.1:7391). status and resync go through that address when the daemon
+holds the state file; resync needs the admin token ($SYNCD_ADMIN_TOKEN or
+--admin-token-file). Exit codes: 0 ok, 1 failure or differences found, 2
+usage or config error.
 `
 
 type command func(ctx context.Context, env *Env, args []string) error

@@ -5,16 +5,19 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/watermark"
 )
 
-func cmdResync(_ context.Context, env *Env, args []string) error {
+func cmdResync(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "resync")
 	var c common
 	c.register(fs, true)
 	name := fs.String("source", "", "the source to move back (required)")
 	from := fs.String("from", "", "re-read rows whose first cursor column is at or after this RFC 3339 time")
 	fromStart := fs.Bool("from-start", false, "re-read the whole source")
+	var a adminFlags
+	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
@@ -36,6 +39,9 @@ func cmdResync(_ context.Context, env *Env, args []string) error {
 		return err
 	}
 	store, err := openState(c.state)
+	if isLocked(err) {
+		return resyncThroughDaemon(ctx, env, &a, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart}, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -49,6 +55,30 @@ func cmdResync(_ context.Context, env *Env, args []string) error {
 		fmt.Fprintf(env.Stdout, "source %s: watermark moved back to %s; the next run re-reads from there\n", *name, timeText(fromTime))
 	}
 	return nil
+}
+
+// resyncThroughDaemon asks the daemon that holds the state file to resync;
+// a run in flight finishes its page first.
+func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, req daemon.ResyncRequest, lockErr error) error {
+	token, err := adminToken(env, a.tokenFile)
+	if err != nil {
+		return err
+	}
+	code, body, err := adminCall(ctx, a, token, "POST", "/resync", req, lockErr)
+	if err != nil {
+		return err
+	}
+	msg := apiMessage(body)
+	switch code {
+	case 200, 202:
+		fmt.Fprintln(env.Stdout, msg)
+		return nil
+	case 401:
+		return fmt.Errorf("the daemon at %s refused the admin token: set SYNCD_ADMIN_TOKEN (or --admin-token-file) to the daemon's token", a.listen)
+	case 403:
+		return fmt.Errorf("the daemon at %s holds the state file and its resync endpoint is off: restart it with SYNCD_ADMIN_TOKEN or --admin-token-file, or stop it and run resync again", a.listen)
+	}
+	return fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, msg)
 }
 
 // Resync moves the watermark of name back to from (the zero time: the start).

@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -17,16 +20,21 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	var c common
 	c.register(fs, true)
 	once := fs.Bool("once", false, "sync every source (or --source) until caught up, then exit")
-	name := fs.String("source", "", "only this source")
+	name := fs.String("source", "", "only this source (with --once)")
+	var d daemonFlags
+	d.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
+	}
+	if !*once && *name != "" {
+		return fmt.Errorf("--source works with --once only; to run one source as a daemon, pass its file to --config: %w", ErrUsage)
 	}
 	cfgs, err := load(env, c.config, *name)
 	if err != nil {
 		return err
 	}
 	if !*once {
-		return fmt.Errorf("the daemon mode is not available in this build; use --once: %w", ErrUsage)
+		return runDaemon(ctx, env, &c, &d, cfgs)
 	}
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.
@@ -42,27 +50,8 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	}
 	defer store.Close()
 
-	// First SIGINT/SIGTERM: take no new page, let the one in flight commit.
-	// Second: cancel everything.
-	stop := make(chan struct{})
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	go func() {
-		select {
-		case <-sigs:
-			close(stop)
-		case <-ctx.Done():
-			return
-		}
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, stop, cleanup := stopSignals(ctx)
+	defer cleanup()
 
 	var failed []string
 	for _, cfg := range cfgs {
@@ -70,6 +59,9 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		switch {
 		case errors.Is(err, syncer.ErrStopped):
 			return nil
+		case errors.Is(err, runlock.ErrHeld):
+			// Another process is syncing it: that is its job, not a failure.
+			fmt.Fprintf(env.Stdout, "syncd run: %s\n", oneLine(err.Error()))
 		case err != nil:
 			if len(cfgs) == 1 {
 				return err
@@ -82,4 +74,50 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return fmt.Errorf("%d of %d sources failed: %v: %w", len(failed), len(cfgs), failed, errReported)
 	}
 	return nil
+}
+
+// stopSignals turns the first SIGINT/SIGTERM into closing stop (take no new
+// page, let the one in flight commit) and the second into cancelling the
+// returned context (force the exit).
+func stopSignals(ctx context.Context) (context.Context, <-chan struct{}, func()) {
+	stop := make(chan struct{})
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sigs:
+			close(stop)
+		case <-ctx.Done():
+			return
+		}
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, stop, func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
+	}
+}
+
+// daemonFlags are the flags of `syncd run` without --once.
+type daemonFlags struct {
+	listen          string
+	shutdownTimeout time.Duration
+	tokenFile       string
+}
+
+func (d *daemonFlags) register(fs interface {
+	StringVar(*string, string, string, string)
+	DurationVar(*time.Duration, string, time.Duration, string)
+}) {
+	fs.StringVar(&d.listen, "listen", daemon.DefaultListen, "admin HTTP address of the daemon (/healthz /readyz /metrics /status /resync); \"\" for none")
+	fs.DurationVar(&d.shutdownTimeout, "shutdown-timeout", daemon.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long to wait for the pages in flight to commit")
+	fs.StringVar(&d.tokenFile, "admin-token-file", "", "file holding the admin token that enables POST /resync (default $SYNCD_ADMIN_TOKEN)")
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -47,11 +48,13 @@ type Status struct {
 	Sources []SourceStatus `json:"sources"`
 }
 
-func cmdStatus(_ context.Context, env *Env, args []string) error {
+func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "status")
 	var c common
 	c.register(fs, true)
 	asJSON := fs.Bool("json", false, "print JSON")
+	var a adminFlags
+	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
@@ -60,6 +63,9 @@ func cmdStatus(_ context.Context, env *Env, args []string) error {
 		return err
 	}
 	store, err := openState(c.state)
+	if isLocked(err) {
+		return statusFromDaemon(ctx, env, &a, *asJSON, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -69,6 +75,30 @@ func cmdStatus(_ context.Context, env *Env, args []string) error {
 		return err
 	}
 	return PrintStatus(env, st, *asJSON)
+}
+
+// statusFromDaemon asks the daemon that holds the state file for its status.
+func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, asJSON bool, lockErr error) error {
+	token, err := adminToken(env, a.tokenFile)
+	if err != nil {
+		return err
+	}
+	code, body, err := adminCall(ctx, a, token, "GET", "/status", nil, lockErr)
+	if err != nil {
+		return err
+	}
+	if code != 200 {
+		return fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, apiMessage(body))
+	}
+	if asJSON {
+		_, err := env.Stdout.Write(body)
+		return err
+	}
+	var st Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		return fmt.Errorf("the daemon at %s sent a status this syncd cannot read (%v); run the same syncd version as the daemon", a.listen, err)
+	}
+	return PrintStatus(env, st, false)
 }
 
 // BuildStatus reads the stored state of every configured source.
@@ -186,17 +216,4 @@ func watermarkText(cursor []string) string {
 
 // ParsePGTime parses PostgreSQL's ISO text output of a timestamp (with or
 // without time zone; without one it is taken as UTC) or a date.
-func ParsePGTime(s string) (time.Time, bool) {
-	for _, layout := range []string{
-		"2006-01-02 15:04:05.999999-07",
-		"2006-01-02 15:04:05.999999-07:00",
-		"2006-01-02 15:04:05.999999-07:00:00",
-		"2006-01-02 15:04:05.999999",
-		"2006-01-02",
-	} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), true
-		}
-	}
-	return time.Time{}, false
-}
+func ParsePGTime(s string) (time.Time, bool) { return pgutil.ParseTime(s) }

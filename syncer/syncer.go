@@ -13,9 +13,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
@@ -33,6 +35,16 @@ type Options struct {
 	// sink and before its watermark is written. Tests use it to inject a
 	// crash at the worst moment.
 	AfterCommit func(pageNo int64) error
+	// OnPage, when set, is called after each page's watermark is written
+	// (metrics use it to show progress during a long run).
+	OnPage func(PageStats)
+}
+
+// PageStats says what one committed page did.
+type PageStats struct {
+	Rows    int64    // rows read and applied
+	Written int64    // rows the sink inserted or changed
+	Cursor  []string // the watermark now stored (nil while re-reading the lookback window)
 }
 
 // Result says what a run did.
@@ -71,6 +83,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	log = log.With("source", c.Name)
 	started := time.Now()
 	res, err := run(ctx, o, log)
+	if errors.Is(err, runlock.ErrHeld) {
+		// Another process owns this source right now: its state is not ours
+		// to change.
+		log.Info("run skipped", "reason", err.Error())
+		return res, err
+	}
 	status, msg := "ok", ""
 	if err != nil && !errors.Is(err, ErrStopped) {
 		status, msg = "failed", err.Error()
@@ -131,6 +149,11 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
+	lock, err := runlock.Acquire(ctx, sinkConn(dst), c.Sink.DSN, c.Name)
+	if err != nil {
+		return res, err
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return res, err
 	}
@@ -164,6 +187,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		if p.Len() == 0 {
 			return res, nil
 		}
+		if err := lock.Check(ctx); err != nil {
+			return res, err
+		}
 		// The page in flight commits even when ctx is cancelled meanwhile:
 		// a cancelled COPY would only roll back and repeat the work.
 		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
@@ -190,6 +216,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 				return res, err
 			}
 			res.Cursor = p.Last
+		}
+		if o.OnPage != nil {
+			o.OnPage(PageStats{Rows: int64(p.Len()), Written: ar.Written, Cursor: res.Cursor})
 		}
 		log.Debug("page applied", "page", res.Pages, "rows", p.Len(), "written", ar.Written, "cursor", p.Last)
 		if p.Len() < c.Source.PageSize {
@@ -223,6 +252,15 @@ func startPosition(c *config.Config, t *source.Table, st watermark.State) (sourc
 		return source.Position{AtLeast: st.From, Lookback: c.Source.Lookback.Duration}, nil
 	}
 	return source.Position{}, nil
+}
+
+// sinkConn is the sink's own connection when it has one, so that the run
+// lock is lost exactly when the sink's connection is.
+func sinkConn(s sink.Sink) *pgx.Conn {
+	if c, ok := s.(interface{ Conn() *pgx.Conn }); ok {
+		return c.Conn()
+	}
+	return nil
 }
 
 func openSink(ctx context.Context, c *config.Config) (sink.Sink, error) {

@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// runDaemon is `syncd run` without --once: it holds the state file, wires
+// the signals and hands over to package daemon.
+func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []*config.Config) error {
+	if d.shutdownTimeout <= 0 {
+		return fmt.Errorf("--shutdown-timeout %s: give a positive duration such as 30s: %w", d.shutdownTimeout, ErrUsage)
+	}
+	token, err := adminToken(env, d.tokenFile)
+	if err != nil {
+		return err
+	}
+	store, err := openState(c.state)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	ctx, stop, cleanup := stopSignals(ctx)
+	defer cleanup()
+	reload := make(chan struct{}, 1)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-hup:
+				select {
+				case reload <- struct{}{}:
+				default: // a reload is already pending
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+
+	// Reconcile is left unset until package reconcile lands: the daemon
+	// then schedules nothing for reconcile sections.
+	return daemon.Run(ctx, daemon.Options{
+		ConfigPath:      c.config,
+		Configs:         cfgs,
+		Store:           store,
+		Logger:          env.Logger,
+		Version:         Version,
+		Listen:          d.listen,
+		AdminToken:      token,
+		ShutdownTimeout: d.shutdownTimeout,
+		Stop:            stop,
+		Reload:          reload,
+		OnConfig: func(c *config.Config) {
+			env.scrub.add(pgutil.Password(c.Source.DSN))
+			env.scrub.add(pgutil.Password(c.Sink.DSN))
+		},
+		Status: func(cfgs []*config.Config) (any, error) { return BuildStatus(store, cfgs) },
+		Resync: func(name string, from time.Time) error { return Resync(store, name, from) },
+	})
+}

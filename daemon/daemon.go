@@ -1,0 +1,268 @@
+// Package daemon owns syncd's long-running mode: one cron scheduler that
+// starts each source's run on its own schedule (skipping a tick while the
+// previous run of that source is still going), retries of transient faults
+// with backoff, config reload between runs, the graceful stop (no new page,
+// the page in flight commits, its watermark is written) and the HTTP admin
+// server with health, readiness, metrics, status and resync.
+//
+// Signals are the caller's business: it closes Options.Stop on the first
+// SIGTERM/SIGINT, cancels the context on the second, and sends on
+// Options.Reload for each SIGHUP.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/metrics"
+	"github.com/syncd/syncd/watermark"
+)
+
+// Defaults.
+const (
+	DefaultListen          = "127.0.0.1:7391"
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// ErrShutdownTimeout is returned when the runs in flight did not end within
+// Options.ShutdownTimeout.
+var ErrShutdownTimeout = errors.New("shutdown timed out")
+
+// Options configure a daemon.
+type Options struct {
+	// ConfigPath is the source file or folder; a reload reads it again.
+	ConfigPath string
+	// Configs are the sources loaded at start (strictly: the caller refuses
+	// to start on a bad file).
+	Configs []*config.Config
+	Store   *watermark.Store
+	Logger  *slog.Logger
+	Version string
+
+	// Listen is the admin HTTP address; "" serves no HTTP.
+	Listen string
+	// OnListen, when set, is called with the address actually bound.
+	OnListen func(addr string)
+	// AdminToken enables POST /resync and is the bearer token it requires.
+	AdminToken string
+	// ShutdownTimeout bounds the wait for runs in flight after Stop.
+	ShutdownTimeout time.Duration
+
+	// Stop is closed for a graceful stop; cancelling Run's context forces one.
+	Stop <-chan struct{}
+	// Reload receives a value for each reload request (SIGHUP).
+	Reload <-chan struct{}
+
+	// OnConfig is called for every config read by a reload (the CLI
+	// registers its DSN passwords for scrubbing).
+	OnConfig func(*config.Config)
+	// Status builds the document of GET /status (the JSON of
+	// `syncd status --json`) for the configs in effect.
+	Status func(cfgs []*config.Config) (any, error)
+	// Resync moves a source's watermark back (from zero: to the start).
+	Resync func(name string, from time.Time) error
+	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
+	// that has a reconcile section.
+	Reconcile func(ctx context.Context, cfg *config.Config) error
+
+	// Backoff paces the retries of transient faults.
+	Backoff retry.Backoff
+	// Registry holds the metrics; nil makes a new one.
+	Registry *prometheus.Registry
+}
+
+type daemon struct {
+	o       Options
+	log     *slog.Logger
+	m       *metrics.Metrics
+	reg     *prometheus.Registry
+	cron    *cron.Cron
+	ctx     context.Context // cancelled only to force an exit
+	stopCtx context.Context // cancelled at the graceful stop as well
+	stop    chan struct{}   // closed at the graceful stop
+
+	mu       sync.Mutex
+	wg       sync.WaitGroup
+	stopping bool
+	sources  map[string]*source
+}
+
+// Run runs the daemon until Stop is closed (a graceful stop: it returns nil
+// once every run in flight has committed its page) or ctx is cancelled.
+func Run(ctx context.Context, o Options) error {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	reg := o.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	stopCtx, cancelStop := context.WithCancel(ctx)
+	defer cancelStop()
+	d := &daemon{
+		o:       o,
+		log:     o.Logger,
+		reg:     reg,
+		m:       metrics.New(reg, o.Version),
+		cron:    cron.New(cron.WithParser(config.CronParser), cron.WithLogger(cron.DiscardLogger)),
+		ctx:     ctx,
+		stopCtx: stopCtx,
+		stop:    make(chan struct{}),
+		sources: map[string]*source{},
+	}
+
+	var srv *http.Server
+	var served chan error
+	if o.Listen != "" {
+		ln, err := net.Listen("tcp", o.Listen)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w; pass a free address with --listen", o.Listen, err)
+		}
+		srv = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
+		served = make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		d.log.Info("admin HTTP listening", "addr", ln.Addr().String(), "resync_endpoint", o.AdminToken != "")
+		if o.OnListen != nil {
+			o.OnListen(ln.Addr().String())
+		}
+	}
+
+	for _, c := range o.Configs {
+		d.add(c)
+	}
+	d.cron.Start()
+	d.log.Info("daemon started", "sources", len(o.Configs), "state", o.Store.Path(), "version", o.Version)
+
+	for loop := true; loop; {
+		select {
+		case <-o.Stop:
+			loop = false
+		case <-ctx.Done():
+			loop = false
+		case <-o.Reload:
+			d.reload()
+		}
+	}
+	err := d.shutdown(ctx)
+	cancelStop()
+	if srv != nil {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if herr := srv.Shutdown(hctx); herr != nil {
+			srv.Close()
+		}
+		cancel()
+		if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = fmt.Errorf("admin HTTP on %s: %w", o.Listen, serr)
+		}
+	}
+	return err
+}
+
+// shutdown takes no new run or page and waits for the runs in flight.
+func (d *daemon) shutdown(ctx context.Context) error {
+	d.mu.Lock()
+	d.stopping = true
+	running := d.runningNames()
+	d.mu.Unlock()
+	close(d.stop)
+	d.log.Info("stopping: no new page is taken; pages in flight commit and write their watermark",
+		"running", running, "timeout", d.o.ShutdownTimeout.String())
+	cronDone := d.cron.Stop()
+
+	done := make(chan struct{})
+	go func() {
+		d.wg.Wait()
+		<-cronDone.Done()
+		close(done)
+	}()
+	timer := time.NewTimer(d.o.ShutdownTimeout)
+	defer timer.Stop()
+	select {
+	case <-done:
+		d.log.Info("stopped")
+		return nil
+	case <-ctx.Done():
+		// ctx may have been cancelled before Stop: give the runs their
+		// chance to see it, then leave.
+		select {
+		case <-done:
+			d.log.Info("stopped")
+			return nil
+		case <-timer.C:
+		}
+	case <-timer.C:
+	}
+	d.mu.Lock()
+	running = d.runningNames()
+	d.mu.Unlock()
+	return fmt.Errorf("%w after %s with runs still going (%v): their pages in flight roll back and are read again at the next start; raise --shutdown-timeout if pages take longer: %w",
+		ErrShutdownTimeout, d.o.ShutdownTimeout, running, ctx.Err())
+}
+
+// begin registers a run or reconcile about to start; false once stopping.
+func (d *daemon) begin() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopping {
+		return false
+	}
+	d.wg.Add(1)
+	return true
+}
+
+// runningNames lists the sources with a run going; d.mu must be held.
+func (d *daemon) runningNames() []string {
+	var out []string
+	for name, s := range d.sources {
+		if s.isBusy() {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// configs returns the configs in effect, sorted by name.
+func (d *daemon) configs() []*config.Config {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*config.Config, 0, len(d.sources))
+	for _, s := range d.sources {
+		out = append(out, s.config())
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// add starts scheduling a new source and runs it once now, to catch up.
+func (d *daemon) add(c *config.Config) {
+	s := &source{d: d, log: d.log.With("source", c.Name), cfg: c}
+	d.mu.Lock()
+	d.sources[c.Name] = s
+	d.mu.Unlock()
+	d.m.AddSource(c.Name)
+	if st, _, err := d.o.Store.Get(c.Name); err == nil && len(st.Cursor) > 0 {
+		if t, ok := pgutil.ParseTime(st.Cursor[0]); ok {
+			d.m.SetWatermark(c.Name, t)
+		}
+	}
+	s.schedule(c)
+	if cfg, ok := s.start(jobSync); ok {
+		go s.runJob(jobSync, cfg)
+	}
+}

@@ -1,0 +1,151 @@
+package daemon
+
+import (
+	"crypto/subtle"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// ResyncRequest is the body of POST /resync: a source and either From (an
+// RFC 3339 time) or FromStart.
+type ResyncRequest struct {
+	Source    string `json:"source"`
+	From      string `json:"from,omitempty"`
+	FromStart bool   `json:"from_start,omitempty"`
+}
+
+// Reply is the body of every admin answer that is not a document.
+type Reply struct {
+	Message string `json:"message"`
+	// Applied is false when the resync waits for the run in flight to end.
+	Applied bool `json:"applied"`
+}
+
+func (d *daemon) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", d.readyz)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
+	mux.HandleFunc("GET /status", d.status)
+	mux.HandleFunc("POST /resync", d.resync)
+	return mux
+}
+
+// readyz is 200 when the configs are loaded, the state file is open, no
+// stop has begun and the last run of every source did not fail.
+func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
+	d.mu.Lock()
+	stopping := d.stopping
+	sources := make(map[string]*source, len(d.sources))
+	for n, s := range d.sources {
+		sources[n] = s
+	}
+	d.mu.Unlock()
+	var problems []string
+	if stopping {
+		problems = append(problems, "shutting down")
+	}
+	if len(sources) == 0 {
+		problems = append(problems, "no source configured")
+	}
+	for name, s := range sources {
+		if msg := s.failure(); msg != "" {
+			problems = append(problems, fmt.Sprintf("source %s: last run failed: %s", name, msg))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, strings.Join(problems, "\n"))
+		return
+	}
+	fmt.Fprintln(w, "ready")
+}
+
+// status serves exactly what `syncd status --json` prints.
+func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
+	if d.o.Status == nil {
+		reply(w, http.StatusNotImplemented, Reply{Message: "status is not available in this build"})
+		return
+	}
+	st, err := d.o.Status(d.configs())
+	if err != nil {
+		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(st)
+}
+
+// resync moves a source's watermark back, at once when the source is idle
+// or at the end of the run in flight. It changes state, so it is off
+// without an admin token and requires the token as a bearer credential.
+func (d *daemon) resync(w http.ResponseWriter, r *http.Request) {
+	if d.o.AdminToken == "" || d.o.Resync == nil {
+		reply(w, http.StatusForbidden, Reply{Message: "resync over HTTP is off: start the daemon with SYNCD_ADMIN_TOKEN or --admin-token-file to enable it"})
+		return
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(d.o.AdminToken)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="syncd"`)
+		reply(w, http.StatusUnauthorized, Reply{Message: "missing or wrong admin token: send the daemon's token (SYNCD_ADMIN_TOKEN or --admin-token-file) as Authorization: Bearer"})
+		return
+	}
+	var req ResyncRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil {
+		reply(w, http.StatusBadRequest, Reply{Message: fmt.Sprintf("body is not a resync request (%v); send {\"source\": NAME, \"from\": RFC3339} or {\"source\": NAME, \"from_start\": true}", err)})
+		return
+	}
+	if (req.From == "") == !req.FromStart {
+		reply(w, http.StatusBadRequest, Reply{Message: "give exactly one of from (RFC 3339) and from_start"})
+		return
+	}
+	var from time.Time
+	if req.From != "" {
+		t, err := time.Parse(time.RFC3339Nano, req.From)
+		if err != nil {
+			reply(w, http.StatusBadRequest, Reply{Message: fmt.Sprintf("from %q is not an RFC 3339 time such as 2026-11-30T00:00:00Z", req.From)})
+			return
+		}
+		from = t.UTC()
+	}
+	d.mu.Lock()
+	s, ok := d.sources[req.Source]
+	d.mu.Unlock()
+	if !ok {
+		reply(w, http.StatusNotFound, Reply{Message: fmt.Sprintf("source %q is not configured in this daemon", req.Source)})
+		return
+	}
+	applied, err := s.requestResync(from)
+	switch {
+	case err != nil:
+		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
+	case !applied:
+		d.log.Info("resync requested over HTTP; it waits for the run in flight to end", "source", req.Source, "from", resyncText(from))
+		reply(w, http.StatusAccepted, Reply{Message: fmt.Sprintf("source %s: a run is going; the watermark moves back to %s when it ends, and the next run re-reads from there", req.Source, resyncText(from))})
+	default:
+		d.log.Info("resync applied over HTTP", "source", req.Source, "from", resyncText(from))
+		msg := fmt.Sprintf("source %s: watermark moved back to %s; the next run re-reads from there", req.Source, resyncText(from))
+		if from.IsZero() {
+			msg = fmt.Sprintf("source %s: watermark cleared; the next run re-reads the whole source", req.Source)
+		}
+		reply(w, http.StatusOK, Reply{Message: msg, Applied: true})
+	}
+}
+
+func reply(w http.ResponseWriter, code int, r Reply) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(r)
+}

@@ -1,0 +1,258 @@
+package daemon
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/robfig/cron/v3"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/metrics"
+	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/syncer"
+)
+
+// Jobs a source's schedule starts.
+const (
+	jobSync      = "sync"
+	jobReconcile = "reconcile"
+)
+
+// source is one configured source: its config in effect, its schedule
+// entries, and whether a run of it is going. At most one job (sync or
+// reconcile) of a source runs at a time in this process; the run lock
+// extends that to every process.
+type source struct {
+	d   *daemon
+	log *slog.Logger
+
+	mu      sync.Mutex
+	cfg     *config.Config
+	entries []cron.EntryID
+	busy    bool
+	lastErr string     // the error of the last run when it failed
+	pending *time.Time // a resync waiting for the run in flight to end
+	removed bool
+}
+
+func (s *source) config() *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+func (s *source) isBusy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busy
+}
+
+// failure is the error of the last run when it failed, else "".
+func (s *source) failure() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastErr
+}
+
+// schedule (re)places the source's cron entries for c.
+func (s *source) schedule(c *config.Config) {
+	s.mu.Lock()
+	old := s.entries
+	s.entries = nil
+	s.mu.Unlock()
+	for _, id := range old {
+		s.d.cron.Remove(id)
+	}
+	var ids []cron.EntryID
+	id, err := s.d.cron.AddFunc(c.Schedule, func() { s.tick(jobSync) })
+	if err != nil {
+		s.log.Error("schedule not usable; the source will not run", "schedule", c.Schedule, "err", err)
+	} else {
+		ids = append(ids, id)
+	}
+	if c.Reconcile != nil && c.Reconcile.Schedule != "" && s.d.o.Reconcile != nil {
+		id, err := s.d.cron.AddFunc(c.Reconcile.Schedule, func() { s.tick(jobReconcile) })
+		if err != nil {
+			s.log.Error("reconcile schedule not usable; reconcile will not run", "schedule", c.Reconcile.Schedule, "err", err)
+		} else {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Lock()
+	s.entries = ids
+	s.mu.Unlock()
+}
+
+// unschedule removes the source's cron entries; a run in flight finishes.
+func (s *source) unschedule() {
+	s.mu.Lock()
+	old := s.entries
+	s.entries = nil
+	s.removed = true
+	busy := s.busy
+	s.mu.Unlock()
+	for _, id := range old {
+		s.d.cron.Remove(id)
+	}
+	if !busy {
+		s.d.m.RemoveSource(s.cfg.Name)
+	}
+}
+
+// tick is a schedule firing: it runs the job unless one is going.
+func (s *source) tick(job string) {
+	if cfg, ok := s.start(job); ok {
+		s.runJob(job, cfg)
+	}
+}
+
+// start marks the source busy and registers the job with the daemon; it
+// says no (and counts a skipped tick) when a job of the source is going.
+func (s *source) start(job string) (*config.Config, bool) {
+	if !s.d.begin() {
+		return nil, false
+	}
+	s.mu.Lock()
+	busy, removed, cfg := s.busy, s.removed, s.cfg
+	if !busy && !removed {
+		s.busy = true
+	}
+	s.mu.Unlock()
+	if busy || removed {
+		s.d.wg.Done()
+		if busy {
+			s.log.Info("tick skipped: the previous run of this source is still going", "job", job)
+			if job == jobSync {
+				s.d.m.SkippedTick(cfg.Name)
+			} else {
+				s.d.m.ReconcileDone(cfg.Name, metrics.OutcomeSkipped, 0)
+			}
+		}
+		return nil, false
+	}
+	return cfg, true
+}
+
+func (s *source) runJob(job string, cfg *config.Config) {
+	defer s.d.wg.Done()
+	started := time.Now()
+	if job == jobReconcile {
+		err := s.d.o.Reconcile(s.d.stopCtx, cfg)
+		outcome := metrics.OutcomeOK
+		if err != nil {
+			outcome = metrics.OutcomeFailed
+			s.log.Error("scheduled reconcile failed", "err", err, "duration", time.Since(started).Round(time.Millisecond).String())
+		} else {
+			s.log.Info("scheduled reconcile done", "duration", time.Since(started).Round(time.Millisecond).String())
+		}
+		s.d.m.ReconcileDone(cfg.Name, outcome, time.Since(started))
+		s.finish(job, outcome, nil)
+		return
+	}
+	outcome, err := s.attempts(cfg)
+	s.d.m.RunDone(cfg.Name, outcome, time.Since(started))
+	s.finish(job, outcome, err)
+}
+
+// finish records the outcome, applies a resync that waited for the run,
+// and frees the source for its next tick.
+func (s *source) finish(job, outcome string, err error) {
+	s.mu.Lock()
+	if job == jobSync {
+		switch outcome {
+		case metrics.OutcomeOK:
+			s.lastErr = ""
+		case metrics.OutcomeFailed:
+			s.lastErr = err.Error()
+		}
+	}
+	if s.pending != nil {
+		from := *s.pending
+		s.pending = nil
+		if rerr := s.d.o.Resync(s.cfg.Name, from); rerr != nil {
+			s.log.Error("resync requested during the run could not be applied", "err", rerr)
+		} else {
+			s.log.Info("resync requested during the run applied", "from", resyncText(from))
+		}
+	}
+	s.busy = false
+	removed := s.removed
+	s.mu.Unlock()
+	if removed {
+		s.d.m.RemoveSource(s.cfg.Name)
+	}
+}
+
+// attempts runs the source until caught up, trying again after transient
+// faults with backoff. Each attempt is a new syncer.Run, which starts from
+// the watermark of the last committed page.
+func (s *source) attempts(cfg *config.Config) (string, error) {
+	b := s.d.o.Backoff.Defaults()
+	name := cfg.Name
+	onPage := func(p syncer.PageStats) {
+		var wm time.Time
+		if len(p.Cursor) > 0 {
+			wm, _ = pgutil.ParseTime(p.Cursor[0])
+		}
+		s.d.m.Page(name, p.Rows, p.Written, wm)
+	}
+	for n := 1; ; n++ {
+		_, err := syncer.Run(s.d.ctx, syncer.Options{
+			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage,
+		})
+		switch {
+		case err == nil:
+			return metrics.OutcomeOK, nil
+		case errors.Is(err, syncer.ErrStopped):
+			return metrics.OutcomeStopped, nil
+		case errors.Is(err, runlock.ErrHeld):
+			return metrics.OutcomeSkipped, nil
+		}
+		f := retry.Classify(err)
+		if f.Kind == retry.KindCanceled && s.d.ctx.Err() != nil {
+			return metrics.OutcomeStopped, err
+		}
+		s.d.m.Error(name, f.Kind)
+		if !f.Transient {
+			s.log.Error("run failed with a permanent error: the source is marked failed and is tried again at its next tick; fix the cause",
+				"kind", f.Kind, "err", err)
+			return metrics.OutcomeFailed, err
+		}
+		if n >= b.Attempts {
+			s.log.Error("run failed: the transient fault outlasted every retry; the next tick tries again",
+				"kind", f.Kind, "attempts", n, "err", err)
+			return metrics.OutcomeFailed, err
+		}
+		delay := b.Delay(n)
+		s.log.Warn("transient fault: the run is tried again from the last committed page",
+			"kind", f.Kind, "attempt", n, "retry_in", delay.Round(time.Millisecond).String())
+		if !retry.Sleep(s.d.ctx, s.d.stop, delay) {
+			return metrics.OutcomeStopped, err
+		}
+		s.d.m.Retry(name)
+	}
+}
+
+// requestResync applies a resync now, or when the job in flight ends.
+func (s *source) requestResync(from time.Time) (applied bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.busy {
+		s.pending = &from
+		return false, nil
+	}
+	if err := s.d.o.Resync(s.cfg.Name, from); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func resyncText(from time.Time) string {
+	if from.IsZero() {
+		return "start"
+	}
+	return from.UTC().Format(time.RFC3339Nano)
+}

@@ -1,0 +1,245 @@
+// Package metrics owns syncd's Prometheus series: what each source's runs
+// read and applied, how long they took and how they ended, how far behind
+// the copy is, and the faults met on the way. Every series lives in a
+// registry the caller passes in (never the global one) and carries the
+// label "source". Other parts of syncd add their series through the
+// exported methods (reconcile) or by registering collectors on the same
+// registry (Registerer).
+package metrics
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Run outcomes (the label "outcome" of syncd_runs_total).
+const (
+	OutcomeOK      = "ok"
+	OutcomeFailed  = "failed"
+	OutcomeSkipped = "skipped" // another process held the source's lock
+	OutcomeStopped = "stopped" // a shutdown ended the run before it caught up
+)
+
+// Metrics holds every series of one daemon.
+type Metrics struct {
+	reg prometheus.Registerer
+
+	rowsRead    *prometheus.CounterVec
+	rowsApplied *prometheus.CounterVec
+	pages       *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	runs        *prometheus.CounterVec
+	lastSuccess *prometheus.GaugeVec
+	failed      *prometheus.GaugeVec
+	retries     *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
+
+	reconcileRuns     *prometheus.CounterVec
+	reconcileDuration *prometheus.HistogramVec
+	reconcileDiffs    *prometheus.GaugeVec
+
+	lag *lagCollector
+}
+
+// New makes the series and registers them on reg.
+func New(reg prometheus.Registerer, version string) *Metrics {
+	src := []string{"source"}
+	m := &Metrics{
+		reg: reg,
+		rowsRead: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_rows_read_total",
+			Help: "Rows read from the source in pages that committed in the sink.",
+		}, src),
+		rowsApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_rows_applied_total",
+			Help: "Rows the sink inserted or changed (rows already equal in the copy are not counted).",
+		}, src),
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_pages_total",
+			Help: "Pages committed in the sink.",
+		}, src),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "syncd_run_duration_seconds",
+			Help:    "Duration of runs that were not skipped, retries included.",
+			Buckets: []float64{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
+		}, src),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_runs_total",
+			Help: "Runs by outcome: ok, failed, skipped (another process held the source) or stopped (shutdown).",
+		}, []string{"source", "outcome"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_last_success_timestamp_seconds",
+			Help: "Unix time at which the last successful run of the source ended.",
+		}, src),
+		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_source_failed",
+			Help: "1 when the last run of the source failed, else 0.",
+		}, src),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_retries_total",
+			Help: "Attempts started again after a transient fault.",
+		}, src),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_errors_total",
+			Help: "Errors met by runs, by kind (connection, admin_shutdown, serialization, deadlock, lock_timeout, statement_timeout, too_many_connections, undefined_object, permission, authentication, config, other).",
+		}, []string{"source", "kind"}),
+		skipped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_skipped_ticks_total",
+			Help: "Schedule ticks skipped because the previous run of the source was still going.",
+		}, src),
+		reconcileRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_reconcile_runs_total",
+			Help: "Scheduled reconciles by outcome: ok, failed or skipped.",
+		}, []string{"source", "outcome"}),
+		reconcileDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "syncd_reconcile_duration_seconds",
+			Help:    "Duration of scheduled reconciles.",
+			Buckets: []float64{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600},
+		}, src),
+		reconcileDiffs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_reconcile_differences",
+			Help: "Differences found by the last reconcile of the source, by kind (for example missing, extra, changed).",
+		}, []string{"source", "kind"}),
+		lag: newLagCollector(),
+	}
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "syncd_build_info",
+		Help:        "Always 1; the label version is the running syncd's version.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	build.Set(1)
+	reg.MustRegister(m.rowsRead, m.rowsApplied, m.pages, m.duration, m.runs, m.lastSuccess,
+		m.failed, m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration,
+		m.reconcileDiffs, m.lag, build)
+	return m
+}
+
+// Registerer is the registry the series live in, for other parts of syncd
+// (the commit-safe bound, for example) to add theirs.
+func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
+
+// AddSource makes the source's series appear at zero before its first run,
+// so that rates and alerts work from the start.
+func (m *Metrics) AddSource(name string) {
+	m.rowsRead.WithLabelValues(name)
+	m.rowsApplied.WithLabelValues(name)
+	m.pages.WithLabelValues(name)
+	m.retries.WithLabelValues(name)
+	m.skipped.WithLabelValues(name)
+	m.failed.WithLabelValues(name)
+	for _, o := range []string{OutcomeOK, OutcomeFailed, OutcomeSkipped, OutcomeStopped} {
+		m.runs.WithLabelValues(name, o)
+	}
+}
+
+// RemoveSource deletes every series of a source that left the config.
+func (m *Metrics) RemoveSource(name string) {
+	l := prometheus.Labels{"source": name}
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.rowsRead, m.rowsApplied, m.pages, m.duration, m.runs, m.lastSuccess, m.failed,
+		m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration, m.reconcileDiffs,
+	} {
+		v.DeletePartialMatch(l)
+	}
+	m.lag.remove(name)
+}
+
+// Page records one committed page; watermark is the time of the stored
+// watermark's first cursor column (zero when it is not a timestamp).
+func (m *Metrics) Page(name string, rows, applied int64, watermark time.Time) {
+	m.pages.WithLabelValues(name).Inc()
+	m.rowsRead.WithLabelValues(name).Add(float64(rows))
+	m.rowsApplied.WithLabelValues(name).Add(float64(applied))
+	if !watermark.IsZero() {
+		m.lag.set(name, watermark)
+	}
+}
+
+// SetWatermark sets the time lag is measured from, for example from the
+// state file at start.
+func (m *Metrics) SetWatermark(name string, watermark time.Time) {
+	if !watermark.IsZero() {
+		m.lag.set(name, watermark)
+	}
+}
+
+// RunDone records the end of a run with its outcome.
+func (m *Metrics) RunDone(name, outcome string, d time.Duration) {
+	m.runs.WithLabelValues(name, outcome).Inc()
+	switch outcome {
+	case OutcomeSkipped:
+		return
+	case OutcomeOK:
+		m.lastSuccess.WithLabelValues(name).Set(float64(time.Now().UnixNano()) / 1e9)
+		m.failed.WithLabelValues(name).Set(0)
+	case OutcomeFailed:
+		m.failed.WithLabelValues(name).Set(1)
+	}
+	m.duration.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// Error counts one error of a kind (see package retry).
+func (m *Metrics) Error(name, kind string) { m.errors.WithLabelValues(name, kind).Inc() }
+
+// Retry counts one attempt started again after a transient fault.
+func (m *Metrics) Retry(name string) { m.retries.WithLabelValues(name).Inc() }
+
+// SkippedTick counts a schedule tick that found the previous run still going.
+func (m *Metrics) SkippedTick(name string) { m.skipped.WithLabelValues(name).Inc() }
+
+// ReconcileDone records the end of a scheduled reconcile.
+func (m *Metrics) ReconcileDone(name, outcome string, d time.Duration) {
+	m.reconcileRuns.WithLabelValues(name, outcome).Inc()
+	if outcome != OutcomeSkipped {
+		m.reconcileDuration.WithLabelValues(name).Observe(d.Seconds())
+	}
+}
+
+// SetReconcileDifferences records how many differences of a kind the last
+// reconcile of a source found; package reconcile calls it with its report.
+func (m *Metrics) SetReconcileDifferences(name, kind string, n int64) {
+	m.reconcileDiffs.WithLabelValues(name, kind).Set(float64(n))
+}
+
+// lagCollector computes syncd_lag_seconds when scraped, so that the lag
+// grows between runs as it really does.
+type lagCollector struct {
+	desc *prometheus.Desc
+	mu   sync.Mutex
+	wm   map[string]time.Time
+}
+
+func newLagCollector() *lagCollector {
+	return &lagCollector{
+		desc: prometheus.NewDesc("syncd_lag_seconds",
+			"Now minus the time in the source's watermark (its first cursor column): how far the copy is behind the newest row it has.",
+			[]string{"source"}, nil),
+		wm: map[string]time.Time{},
+	}
+}
+
+func (c *lagCollector) set(name string, t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wm[name] = t
+}
+
+func (c *lagCollector) remove(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.wm, name)
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for name, t := range c.wm {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, now.Sub(t).Seconds(), name)
+	}
+}
