@@ -1,0 +1,347 @@
+package daemon_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgtest"
+)
+
+// binary is the syncd built once for the package's tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "syncd-daemon-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "syncd")
+	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/syncd").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build syncd: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	pgtest.Main(m, func() { os.RemoveAll(dir) })
+}
+
+// fixture is a source table and its copy in one test database.
+type fixture struct {
+	db  *pgtest.DB
+	dir string // config folder
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{db: pgtest.NewDB(t), dir: t.TempDir()}
+	// slow(ms) lets a test stretch each page: a source's where clause calls
+	// it for every row it reads.
+	f.db.Exec(t, `CREATE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT pg_sleep(ms / 1000.0) IS NOT NULL'`)
+	return f
+}
+
+// table creates source table name with rows 1..n.
+func (f *fixture) table(t *testing.T, name string, n int) {
+	t.Helper()
+	f.db.Exec(t, fmt.Sprintf(`CREATE TABLE %s (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT clock_timestamp(), v text)`, name))
+	f.db.Exec(t, fmt.Sprintf(`CREATE INDEX ON %s (updated_at, id)`, name))
+	f.insert(t, name, 1, n)
+}
+
+// insert adds rows from..to to table name.
+func (f *fixture) insert(t *testing.T, name string, from, to int) {
+	t.Helper()
+	f.db.Exec(t, fmt.Sprintf(`INSERT INTO %s (id, v) SELECT g, 'v' || g FROM generate_series($1::bigint, $2::bigint) g`, name), from, to)
+}
+
+// source writes the config file of a source reading table src into copy dst.
+func (f *fixture) source(t *testing.T, file, name, src, dst, extra string) string {
+	t.Helper()
+	yaml := fmt.Sprintf(`name: %s
+source:
+  dsn: %s
+  table: public.%s
+  cursor: [updated_at, id]
+%s
+sink:
+  dsn: %s
+  table: public.%s
+  key: [id]
+`, name, f.db.URL, src, indent(extra), f.db.URL, dst)
+	path := filepath.Join(f.dir, file)
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// indent puts source-level keys (one per line, "key: value") under source:,
+// and top-level ones (prefixed "^") at the top level.
+func indent(extra string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimSpace(extra), "\n") {
+		if l == "" {
+			continue
+		}
+		if top, ok := strings.CutPrefix(l, "^"); ok {
+			b.WriteString(top + "\n")
+			continue
+		}
+		b.WriteString("  " + l + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func (f *fixture) count(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := f.db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return 0
+		}
+		t.Fatal(err)
+	}
+	return n
+}
+
+// diff counts the rows that differ between src and its copy, compared value
+// by value (missing, extra or changed rows).
+func (f *fixture) diff(t *testing.T, src, dst string) int {
+	t.Helper()
+	var n int
+	q := fmt.Sprintf(`SELECT count(*) FROM %s s FULL JOIN %s c ON c.id = s.id
+WHERE (s.id, s.updated_at, s.v) IS DISTINCT FROM (c.id, c.updated_at, c.v)`, src, dst)
+	if err := f.db.Pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return -1
+		}
+		t.Fatal(err)
+	}
+	return n
+}
+
+// requireEqual fails unless the copy equals the source row by row.
+func (f *fixture) requireEqual(t *testing.T, src, dst string) {
+	t.Helper()
+	if d := f.diff(t, src, dst); d != 0 {
+		t.Fatalf("copy %s differs from %s in %d rows (source %d rows, copy %d)", dst, src, d, f.count(t, src), f.count(t, dst))
+	}
+}
+
+// eventually polls cond until it is true or timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is a syncd process started by a test.
+type proc struct {
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	out  bytes.Buffer // stdout and stderr
+	done chan struct{}
+	err  error
+}
+
+// start runs syncd with args and env additions; the process is killed at
+// the end of the test if it is still running.
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	pr, pw := io.Pipe()
+	p.cmd.Stdout, p.cmd.Stderr = pw, pw
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			p.mu.Lock()
+			p.out.Write(sc.Bytes())
+			p.out.WriteByte('\n')
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		p.err = p.cmd.Wait()
+		pw.Close()
+		<-copied
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.output())
+		}
+	})
+	return p
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.out.String()
+}
+
+// count says how many times s occurs in the output.
+func (p *proc) count(s string) int { return strings.Count(p.output(), s) }
+
+func (p *proc) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("send %v: %v", sig, err)
+	}
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("syncd did not exit within %s; output:\n%s", timeout, p.output())
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	t.Fatalf("wait for syncd: %v", p.err)
+	return -1
+}
+
+// runSyncd runs one syncd command to its end and returns its exit code,
+// stdout and stderr.
+func runSyncd(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("run syncd %v: %v", args, err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(b)
+}
+
+var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$`)
+
+// scrape reads /metrics into a map from `name{labels}` (labels as
+// exposed, sorted by name) to value.
+func scrape(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	code, body := httpGet(t, "http://"+addr+"/metrics")
+	if code != 200 {
+		t.Fatalf("GET /metrics: %d %s", code, body)
+	}
+	out := map[string]float64{}
+	for _, l := range strings.Split(body, "\n") {
+		m := sampleRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[2], 64)
+		if err != nil {
+			t.Fatalf("metric line %q: %v", l, err)
+		}
+		out[m[1]] = v
+	}
+	return out
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func writeFile(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func execURL(url, sql string) error {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	_, err = c.Exec(ctx, sql)
+	return err
+}
+
+func queryURL(url, sql string, dst ...any) error {
+	ctx := context.Background()
+	c, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer c.Close(ctx)
+	return c.QueryRow(ctx, sql).Scan(dst...)
+}
