@@ -1,0 +1,124 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Two daemons on one source (separate state files, one sink) under
+// concurrent writes: the copy ends equal to the source, and every page was
+// applied by a session holding the source's advisory lock, so no two pages
+// were ever applied in parallel.
+func TestTwoProcessesNeverApplyPagesInParallel(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 1500)
+	f.db.Exec(t, `CREATE TABLE copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, v text)`)
+	f.db.Exec(t, `CREATE TABLE apply_log (pid int, txid bigint, held boolean, at timestamptz DEFAULT clock_timestamp())`)
+	// A statement trigger records, for every page written to the copy, the
+	// writing backend and whether it holds the run lock of "orders".
+	f.db.Exec(t, `CREATE FUNCTION log_apply() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO apply_log (pid, txid, held) SELECT pg_backend_pid(), txid_current(), EXISTS (
+    SELECT 1 FROM pg_locks l, (SELECT hashtextextended('syncd:orders', 0) AS k) k
+    WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.classid::bigint = (k.k >> 32) & 4294967295 AND l.objid::bigint = k.k & 4294967295);
+  RETURN NULL;
+END $$`)
+	f.db.Exec(t, `CREATE TRIGGER log_apply AFTER INSERT OR UPDATE ON copy FOR EACH STATEMENT EXECUTE FUNCTION log_apply()`)
+	// Same source, same sink, different schedules (ticks fall on whole
+	// seconds): at 2 s and 4 s only b ticks, at 3 s only a, at 6 s both.
+	pathA := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(0.5)\n^schedule: \"@every 3s\"")
+	f.dir = t.TempDir()
+	pathB := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(0.5)\n^schedule: \"@every 2s\"")
+
+	ctx, stopWriter := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		next := 1501
+		for ctx.Err() == nil {
+			_, _ = f.db.Pool.Exec(ctx, `UPDATE src SET v = v || '+', updated_at = clock_timestamp() WHERE id = $1`, rand.IntN(next-1)+1)
+			_, _ = f.db.Pool.Exec(ctx, `INSERT INTO src (id, v) VALUES ($1, 'new')`, next)
+			next++
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	dir := t.TempDir()
+	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", freeAddr(t))
+	// b's first run meets a's long first run and is skipped.
+	time.Sleep(300 * time.Millisecond)
+	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", freeAddr(t))
+	time.Sleep(6 * time.Second)
+	stopWriter()
+	wg.Wait()
+	eventually(t, 30*time.Second, "the copy to equal the source", func() bool { return f.diff(t, "src", "copy") == 0 })
+	a.signal(t, syscall.SIGTERM)
+	b.signal(t, syscall.SIGTERM)
+	if ca, cb := a.wait(t, 10*time.Second), b.wait(t, 10*time.Second); ca != 0 || cb != 0 {
+		t.Fatalf("exit codes %d and %d, want 0", ca, cb)
+	}
+	f.requireEqual(t, "src", "copy")
+
+	var pages, unlocked, writers int
+	if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT txid), count(*) FILTER (WHERE NOT held), count(DISTINCT pid) FROM apply_log`).Scan(&pages, &unlocked, &writers); err != nil {
+		t.Fatal(err)
+	}
+	if pages < 30 || unlocked != 0 {
+		t.Fatalf("%d pages applied, %d of them without the run lock", pages, unlocked)
+	}
+	applied := regexp.MustCompile(`"msg":"run done","source":"orders","pages":[1-9]`)
+	if !applied.MatchString(a.output()) || !applied.MatchString(b.output()) {
+		t.Errorf("both processes should have applied pages in turn: a %v, b %v", applied.MatchString(a.output()), applied.MatchString(b.output()))
+	}
+	skip := regexp.MustCompile(`source orders is being synced by another syncd process \(backend pid \d+, application_name \\"syncd\\", client 127\.0\.0\.1:\d+`)
+	if !skip.MatchString(a.output()) && !skip.MatchString(b.output()) {
+		t.Errorf("neither process logged a run skipped because the other held the source")
+	}
+	t.Logf("%d pages by %d sessions, all under the run lock", pages, writers)
+}
+
+// A `run --once` that finds the source held by another session exits 0
+// with a line naming the holder, and writes nothing.
+func TestRunOnceSkipsWhenAnotherProcessHoldsTheSource(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 20)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "")
+	state := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	holder, err := f.db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(hashtextextended('syncd:orders', 0))) l`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0: %s%s", code, out, errOut)
+	}
+	want := fmt.Sprintf("syncd run: source orders is being synced by another syncd process (backend pid %d,", pid)
+	if !strings.Contains(out, want) || !strings.Contains(out, "this run is skipped") {
+		t.Errorf("stdout %q does not contain %q", out, want)
+	}
+	if n := f.count(t, "copy"); n != 0 {
+		t.Errorf("a skipped run wrote %d rows", n)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	holder.Release()
+	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
+		t.Fatalf("run --once after the release: exit %d: %s", code, errOut)
+	}
+	f.requireEqual(t, "src", "copy")
+}
