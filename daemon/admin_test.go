@@ -1,0 +1,167 @@
+package daemon_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/daemon"
+)
+
+const token = "s3cret-admin-token"
+
+// `syncd status` and `syncd resync` work while the daemon holds the state
+// file: they go through its admin API, resync only with the token.
+func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 500)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 100\n^schedule: \"@every 1h\"")
+	state := filepath.Join(t.TempDir(), "state.db")
+	addr := freeAddr(t)
+	p := start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
+	eventually(t, 20*time.Second, "the first run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+
+	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
+	if code != 0 {
+		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	}
+	_, api := httpGet(t, "http://"+addr+"/status")
+	if out != api {
+		t.Errorf("status --json printed\n%s\nbut GET /status says\n%s", out, api)
+	}
+	var st cli.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sources) != 1 || st.Sources[0].RowsTotal != 500 || st.Sources[0].LastStatus != "ok" || st.Sources[0].Watermark == "" {
+		t.Fatalf("status = %+v", st)
+	}
+	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr)
+	if code != 0 || !strings.Contains(out, "orders") || !strings.Contains(out, "500") {
+		t.Errorf("status table: exit %d: %s%s", code, out, errOut)
+	}
+
+	// No daemon at the address: one line that says what to do.
+	code, _, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", "127.0.0.1:1")
+	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "no syncd daemon answers at 127.0.0.1:1") {
+		t.Errorf("status with no daemon at --listen: exit %d, stderr %q", code, errOut)
+	}
+
+	// resync without the token is refused and changes nothing.
+	code, _, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start")
+	if code != 1 || !strings.Contains(errOut, "refused the admin token") {
+		t.Errorf("resync without token: exit %d, stderr %q", code, errOut)
+	}
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	writeFile(t, tokenFile, token+"\n")
+	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start", "--admin-token-file", tokenFile)
+	if code != 0 || !strings.Contains(out, "source orders: watermark cleared; the next run re-reads the whole source") {
+		t.Fatalf("resync with token file: exit %d: %s%s", code, out, errOut)
+	}
+	_, api = httpGet(t, "http://"+addr+"/status")
+	if err := json.Unmarshal([]byte(api), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Sources[0].Watermark != "" || st.Sources[0].Cursor != nil {
+		t.Errorf("after resync the watermark is %q", st.Sources[0].Watermark)
+	}
+	if strings.Contains(p.output(), token) {
+		t.Error("the daemon's output shows the admin token")
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+	// The next run re-reads the whole source.
+	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
+		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	}
+	if st := statusOf(t, path, state); st.Sources[0].RowsTotal != 1000 {
+		t.Errorf("rows applied in total = %d after a resync from the start, want 500 + 500", st.Sources[0].RowsTotal)
+	}
+	f.requireEqual(t, "src", "copy")
+}
+
+func postResync(t *testing.T, addr, tok string, req daemon.ResyncRequest) (int, daemon.Reply) {
+	t.Helper()
+	b, _ := json.Marshal(req)
+	hreq, err := http.NewRequest("POST", "http://"+addr+"/resync", bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		hreq.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r daemon.Reply
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, r
+}
+
+// A resync asked for while a run is going waits for the run's end: the run
+// keeps writing its watermark page after page, and only then is it moved
+// back.
+func TestResyncDuringRunTakesEffectAtRunEnd(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 400)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 20\nwhere: slow(5)\n^schedule: \"@every 1h\"")
+	d := startDaemon(t, path, func(o *daemon.Options) { o.AdminToken = token })
+	eventually(t, 20*time.Second, "3 pages", func() bool { return f.count(t, "copy") >= 60 })
+
+	if code, r := postResync(t, d.addr, "wrong", daemon.ResyncRequest{Source: "orders", FromStart: true}); code != 401 {
+		t.Errorf("wrong token: %d %q", code, r.Message)
+	}
+	if code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "nope", FromStart: true}); code != 404 {
+		t.Errorf("unknown source: %d %q", code, r.Message)
+	}
+	code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", FromStart: true})
+	if code != 202 || r.Applied || !strings.Contains(r.Message, "a run is going") {
+		t.Fatalf("resync during a run: %d %+v", code, r)
+	}
+	before := f.count(t, "copy")
+	eventually(t, 10*time.Second, "the run to go on after the request", func() bool {
+		st := d.state(t, "orders")
+		return st.Cursor != nil && f.count(t, "copy") > before+20
+	})
+	eventually(t, 20*time.Second, "the run to end", func() bool { return strings.Contains(d.logs.String(), `"msg":"run done"`) })
+	f.requireEqual(t, "src", "copy")
+	eventually(t, 5*time.Second, "the resync to apply", func() bool {
+		st := d.state(t, "orders")
+		return st.Cursor == nil && st.ResyncedFrom == "start"
+	})
+	if !strings.Contains(d.logs.String(), "resync requested during the run applied") {
+		t.Error("no log line says the waiting resync was applied")
+	}
+	// Idle now: a resync applies at once.
+	code, r = postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: "2026-01-01T00:00:00Z"})
+	if code != 200 || !r.Applied {
+		t.Errorf("resync while idle: %d %+v", code, r)
+	}
+	if st := d.state(t, "orders"); st.From != "2026-01-01T00:00:00Z" {
+		t.Errorf("watermark from = %q after resync --from", st.From)
+	}
+}
+
+// Without an admin token the resync endpoint is off.
+func TestResyncEndpointOffWithoutToken(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 10)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
+	d := startDaemon(t, path, nil)
+	code, r := postResync(t, d.addr, "anything", daemon.ResyncRequest{Source: "orders", FromStart: true})
+	if code != 403 || !strings.Contains(r.Message, "resync over HTTP is off") {
+		t.Errorf("resync with no token configured: %d %q", code, r.Message)
+	}
+}

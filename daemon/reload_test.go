@@ -1,0 +1,67 @@
+package daemon_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// SIGHUP reloads the config folder between runs: a changed file takes
+// effect, an added one starts syncing, a removed one stops, and an invalid
+// one keeps its source's previous config and says why.
+func TestReloadOnSIGHUP(t *testing.T) {
+	f := newFixture(t)
+	for _, s := range []string{"a", "b", "c", "d"} {
+		f.table(t, s+"_src", 100)
+	}
+	every := "^schedule: \"@every 1s\""
+	f.source(t, "a.yaml", "a", "a_src", "a_copy", every)
+	pb := f.source(t, "b.yaml", "b", "b_src", "b_copy", every)
+	pc := f.source(t, "c.yaml", "c", "c_src", "c_copy", every)
+	p := start(t, nil, "run", "--config", f.dir, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", freeAddr(t))
+	eventually(t, 20*time.Second, "a, b and c synced", func() bool {
+		return f.diff(t, "a_src", "a_copy") == 0 && f.diff(t, "b_src", "b_copy") == 0 && f.diff(t, "c_src", "c_copy") == 0
+	})
+
+	// a: changed (now leaves out rows whose v is 'skip'); b: broken;
+	// c: removed; d: added.
+	f.source(t, "a.yaml", "a", "a_src", "a_copy", "where: v <> 'skip'\n"+every)
+	writeFile(t, pb, "name: b\nsource: [broken\n")
+	if err := os.Remove(pc); err != nil {
+		t.Fatal(err)
+	}
+	f.source(t, "d.yaml", "d", "d_src", "d_copy", every)
+	p.signal(t, syscall.SIGHUP)
+	eventually(t, 10*time.Second, "the reload", func() bool { return strings.Contains(p.output(), `"msg":"config reloaded"`) })
+	out := p.output()
+	summary := regexp.MustCompile(`"msg":"config reloaded","added":\["d"\],"changed":\["a"\],"removed":\["c"\],"invalid_files":\["[^"]*/b\.yaml"\]`)
+	if !summary.MatchString(out) {
+		t.Errorf("reload summary not as expected:\n%s", out)
+	}
+	if !regexp.MustCompile(`"msg":"config file not reloaded: its source keeps its previous config; fix the file and reload again","file":"[^"]*/b\.yaml","source":"b","err":"[^"]*b\.yaml:\d+: malformed YAML`).MatchString(out) {
+		t.Errorf("no line says why b.yaml was not reloaded:\n%s", out)
+	}
+
+	f.db.Exec(t, `INSERT INTO a_src (id, v) VALUES (101, 'skip'), (102, 'keep')`)
+	f.insert(t, "b_src", 101, 150)
+	f.insert(t, "c_src", 101, 150)
+	eventually(t, 20*time.Second, "d synced, b still syncing, a's new row", func() bool {
+		return f.diff(t, "d_src", "d_copy") == 0 && f.diff(t, "b_src", "b_copy") == 0 && f.count(t, "a_copy") == 101
+	})
+	// Two more ticks: the removed source c must not have moved.
+	time.Sleep(2 * time.Second)
+	if n := f.count(t, "c_copy"); n != 100 {
+		t.Errorf("removed source c still syncs: its copy has %d rows, want 100", n)
+	}
+	if n := f.diff(t, "a_src", "a_copy"); n != 1 {
+		t.Errorf("a's copy differs from its source in %d rows, want 1 (row 101, left out by the new where)", n)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t, 10*time.Second); code != 0 {
+		t.Fatalf("exit %d after SIGTERM", code)
+	}
+}
