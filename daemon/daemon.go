@@ -40,6 +40,10 @@ const (
 // Options.ShutdownTimeout.
 var ErrShutdownTimeout = errors.New("shutdown timed out")
 
+// ErrForced is returned when Run's context was cancelled (a second signal)
+// before the runs in flight ended.
+var ErrForced = errors.New("stop forced by a second signal")
+
 // Options configure a daemon.
 type Options struct {
 	// ConfigPath is the source file or folder; a reload reads it again.
@@ -197,21 +201,21 @@ func (d *daemon) shutdown(ctx context.Context) error {
 		d.log.Info("stopped")
 		return nil
 	case <-ctx.Done():
-		// ctx may have been cancelled before Stop: give the runs their
-		// chance to see it, then leave.
-		select {
-		case <-done:
-			d.log.Info("stopped")
+		d.mu.Lock()
+		running = d.runningNames()
+		d.mu.Unlock()
+		if len(running) == 0 {
 			return nil
-		case <-timer.C:
 		}
+		return fmt.Errorf("%w with runs still going (%v): a page that had not committed rolls back and is read again at the next start",
+			ErrForced, running)
 	case <-timer.C:
 	}
 	d.mu.Lock()
 	running = d.runningNames()
 	d.mu.Unlock()
-	return fmt.Errorf("%w after %s with runs still going (%v): their pages in flight roll back and are read again at the next start; raise --shutdown-timeout if pages take longer: %w",
-		ErrShutdownTimeout, d.o.ShutdownTimeout, running, ctx.Err())
+	return fmt.Errorf("%w after %s with runs still going (%v): a page that had not committed rolls back and is read again at the next start; raise --shutdown-timeout if pages take longer",
+		ErrShutdownTimeout, d.o.ShutdownTimeout, running)
 }
 
 // begin registers a run or reconcile about to start; false once stopping.
