@@ -88,9 +88,9 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	if wantLag := scraped.Sub(newest).Seconds(); math.Abs(lag-wantLag) > 1 {
 		t.Errorf("lag = %.3fs, want now minus the newest synced updated_at = %.3fs", lag, wantLag)
 	}
-	if runs := strings.Count(d.logs.String(), `"msg":"run done"`); runs < 2 {
-		t.Errorf("%d info lines \"run done\", want one per run (>= 2)", runs)
-	}
+	eventually(t, 5*time.Second, "an info line per run", func() bool {
+		return strings.Count(d.logs.String(), `"msg":"run done"`) >= 2
+	})
 
 	// /status is the document of `syncd status --json`.
 	code, body := httpGet(t, "http://"+d.addr+"/status")
