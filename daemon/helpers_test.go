@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -344,4 +345,36 @@ func queryURL(url, sql string, dst ...any) error {
 	}
 	defer c.Close(ctx)
 	return c.QueryRow(ctx, sql).Scan(dst...)
+}
+
+// writer updates a random row and inserts a new one (ids from next) every
+// few milliseconds until the returned stop is called.
+func (f *fixture) writer(t *testing.T, table string, next int) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ; ctx.Err() == nil; next++ {
+			_, _ = f.db.Pool.Exec(ctx, `UPDATE `+table+` SET v = v || '+', updated_at = clock_timestamp() WHERE id = $1`, rand.IntN(next-1)+1)
+			_, _ = f.db.Pool.Exec(ctx, `INSERT INTO `+table+` (id, v) VALUES ($1, 'new')`, next)
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+// catchUp makes slow() instant, runs `syncd run --once` to the end and
+// requires the copy to equal the source.
+func (f *fixture) catchUp(t *testing.T, path, state string) {
+	t.Helper()
+	f.db.Exec(t, `CREATE OR REPLACE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true'`)
+	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
+		t.Fatalf("run --once to catch up: exit %d: %s", code, errOut)
+	}
+	f.requireEqual(t, "src", "copy")
 }

@@ -3,11 +3,9 @@ package daemon_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -39,19 +37,7 @@ END $$`)
 	f.dir = t.TempDir()
 	pathB := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(0.5)\nlookback: 1s\n^schedule: \"@every 2s\"")
 
-	ctx, stopWriter := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		next := 1501
-		for ctx.Err() == nil {
-			_, _ = f.db.Pool.Exec(ctx, `UPDATE src SET v = v || '+', updated_at = clock_timestamp() WHERE id = $1`, rand.IntN(next-1)+1)
-			_, _ = f.db.Pool.Exec(ctx, `INSERT INTO src (id, v) VALUES ($1, 'new')`, next)
-			next++
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	stopWriter := f.writer(t, "src", 1501)
 	dir := t.TempDir()
 	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", freeAddr(t))
 	// b's first run meets a's long first run and is skipped.
@@ -59,7 +45,6 @@ END $$`)
 	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", freeAddr(t))
 	time.Sleep(6 * time.Second)
 	stopWriter()
-	wg.Wait()
 	eventually(t, 30*time.Second, "the copy to equal the source", func() bool { return f.diff(t, "src", "copy") == 0 })
 	// Once the writes stop the runs get short, and b's ticks (2 s, 4 s, ...)
 	// find the source free between a's (3 s, 6 s, ...).

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -74,11 +73,7 @@ FULL JOIN copy c ON c.id = s.id WHERE (s.id, s.updated_at, s.v) IS DISTINCT FROM
 	}
 
 	// The restart continues from the watermark and catches up.
-	f.db.Exec(t, `CREATE OR REPLACE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true'`)
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once after the stop: exit %d: %s", code, errOut)
-	}
-	f.requireEqual(t, "src", "copy")
+	f.catchUp(t, path, state)
 }
 
 // SIGKILL at random moments, under concurrent inserts and updates, then a
@@ -90,19 +85,7 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(1)\n^schedule: \"@every 1s\"")
 	state := filepath.Join(t.TempDir(), "state.db")
 
-	ctx, stopWriter := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		next := 4001
-		for ctx.Err() == nil {
-			_, _ = f.db.Pool.Exec(ctx, `UPDATE src SET v = v || '+', updated_at = clock_timestamp() WHERE id = $1`, rand.IntN(next-1)+1)
-			_, _ = f.db.Pool.Exec(ctx, `INSERT INTO src (id, v) VALUES ($1, 'new')`, next)
-			next++
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	stopWriter := f.writer(t, "src", 4001)
 	kills := 0
 	for i := 0; i < 6; i++ {
 		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t))
@@ -115,18 +98,13 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 		}
 	}
 	stopWriter()
-	wg.Wait()
 	if kills < 4 {
 		t.Fatalf("only %d of 6 processes were killed mid-run", kills)
 	}
 	if c := f.count(t, "copy"); c == 0 || c >= f.count(t, "src") {
 		t.Fatalf("the kills did not land mid-sync: copy has %d rows of %d", c, f.count(t, "src"))
 	}
-	f.db.Exec(t, `CREATE OR REPLACE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true'`)
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once after the kills: exit %d: %s", code, errOut)
-	}
-	f.requireEqual(t, "src", "copy")
+	f.catchUp(t, path, state)
 }
 
 // A second signal forces the exit without waiting for the page in flight;
