@@ -138,3 +138,28 @@ func TestSecondSignalForcesExit(t *testing.T) {
 		t.Errorf("copy has %d rows but the watermark covers %d: the watermark got ahead of the copy, or a page was cut", c, upTo)
 	}
 }
+
+// A page that outlasts --shutdown-timeout: the process exits 1 at the
+// timeout with a line that says so, and the page that had not committed is
+// simply read again by the next run.
+func TestShutdownTimeout(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 200)
+	// Pages of 50 rows at 60 ms a row: 3 s per page.
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(60)\n^schedule: \"@every 1h\"")
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--shutdown-timeout", "1s")
+	eventually(t, 20*time.Second, "the first page's read in flight", func() bool {
+		return f.count(t, "pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd' AND state = 'active' AND query LIKE '%slow(60)%LIMIT%'") > 0
+	})
+	sent := time.Now()
+	p.signal(t, syscall.SIGTERM)
+	code := p.wait(t, 10*time.Second)
+	if took := time.Since(sent); code != 1 || took < time.Second || took > 2500*time.Millisecond {
+		t.Errorf("exit %d after %s, want 1 after about 1s", code, took)
+	}
+	if !strings.Contains(p.output(), "shutdown timed out after 1s with runs still going ([orders])") {
+		t.Errorf("no line says the shutdown timed out:\n%s", p.output())
+	}
+	f.catchUp(t, path, state)
+}

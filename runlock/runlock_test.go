@@ -1,0 +1,103 @@
+package runlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/runlock"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// A second Acquire of the same source fails with ErrHeld naming the
+// holding backend; another source is independent; after Release the lock
+// can be taken again.
+func TestAcquireHeldAndRelease(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	first, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holderPID int32
+	if err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&holderPID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = runlock.Acquire(ctx, nil, db.URL, "orders")
+	var held *runlock.HeldError
+	if !errors.Is(err, runlock.ErrHeld) || !errors.As(err, &held) || held.Holder.PID != holderPID || held.Holder.ApplicationName != "syncd" || held.Holder.ClientAddr != "127.0.0.1" {
+		t.Fatalf("second acquire: %v (holder %+v), want ErrHeld naming pid %d", err, held, holderPID)
+	}
+	other, err := runlock.Acquire(ctx, nil, db.URL, "customers")
+	if err != nil {
+		t.Fatalf("another source's lock: %v", err)
+	}
+	if err := other.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if err := again.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A lock on its own connection reports its loss when the server ends that
+// session, and the lock is then free for another process.
+func TestCheckReportsALostLock(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	l, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	if err := l.Check(ctx); err != nil {
+		t.Fatalf("check of a held lock: %v", err)
+	}
+	if _, err := db.Pool.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Check(ctx); !errors.Is(err, runlock.ErrLost) {
+		t.Fatalf("check after the session ended: %v, want ErrLost", err)
+	}
+	l2, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	if err != nil {
+		t.Fatalf("the lost lock is not free: %v", err)
+	}
+	l2.Release(ctx)
+}
+
+// A lock on the sink's own connection lives and dies with it: no separate
+// session, and Check has nothing to do.
+func TestLockOnSharedConnection(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	l, err := runlock.Acquire(ctx, conn, "", "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int32
+	if err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&pid); err != nil || pid != int32(conn.PgConn().PID()) {
+		t.Fatalf("lock held by pid %d (%v), want the shared connection's %d", pid, err, conn.PgConn().PID())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if conn.IsClosed() {
+		t.Fatal("Release closed a connection it does not own")
+	}
+}
