@@ -21,6 +21,11 @@ func TestPermanentErrorLeavesOtherSourcesSyncing(t *testing.T) {
 	f.source(t, "good.yaml", "good", "good_src", "good_copy", "page_size: 100\n^schedule: \"@every 1s\"")
 	f.source(t, "bad.yaml", "bad", "missing_src", "bad_copy", "page_size: 100\n^schedule: \"@every 1s\"")
 	d := startDaemon(t, f.dir, nil)
+	defer func() {
+		if strings.Contains(d.logs.String(), secret) {
+			t.Error("the daemon logged a DSN password")
+		}
+	}()
 
 	eventually(t, 20*time.Second, "the good source's copy", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
 	eventually(t, 10*time.Second, "the bad source marked failed", func() bool {
@@ -113,7 +118,7 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	exec(`CREATE INDEX ON src (updated_at, id)`)
 	exec(`INSERT INTO src (id, v) SELECT g, 'v' || g FROM generate_series(1, 600) g`)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 30\nwhere: slow(5)\n^schedule: \"@every 1h\"")
-	writeFile(t, path, strings.Replace(readFile(t, path), "dsn: "+f.db.URL, "dsn: "+srcURL, 1))
+	writeFile(t, path, strings.Replace(readFile(t, path), "dsn: "+f.dsn(), "dsn: "+srcURL, 1))
 	d := startDaemon(t, path, nil)
 
 	eventually(t, 20*time.Second, "a few pages", func() bool { return f.count(t, "copy") >= 60 })

@@ -84,7 +84,7 @@ sink:
   dsn: %s
   table: public.%s
   key: [id]
-`, name, f.db.URL, src, indent(extra), f.db.URL, dst)
+`, name, f.dsn(), src, indent(extra), f.dsn(), dst)
 	path := filepath.Join(f.dir, file)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -107,6 +107,15 @@ func indent(extra string) string {
 		b.WriteString("  " + l + "\n")
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// secret is the password every test DSN carries (the test server trusts
+// local connections, so it is never checked): no output may show it.
+const secret = "pw-NEVER-PRINTED-42"
+
+// dsn is the test database's URL with the password in it.
+func (f *fixture) dsn() string {
+	return strings.Replace(f.db.URL, "postgres@", "postgres:"+secret+"@", 1)
 }
 
 func (f *fixture) count(t *testing.T, table string) int {
@@ -212,6 +221,9 @@ func start(t *testing.T, env []string, args ...string) *proc {
 			_ = p.cmd.Process.Kill()
 			<-p.done
 		}
+		if strings.Contains(p.output(), secret) {
+			t.Errorf("syncd %s printed a DSN password", strings.Join(args, " "))
+		}
 		if t.Failed() {
 			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.output())
 		}
@@ -262,6 +274,9 @@ func runSyncd(t *testing.T, env []string, args ...string) (int, string, string) 
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
+	if strings.Contains(stdout.String()+stderr.String(), secret) {
+		t.Errorf("syncd %s printed a DSN password", strings.Join(args, " "))
+	}
 	code := 0
 	if ee, ok := err.(*exec.ExitError); ok {
 		code = ee.ExitCode()
