@@ -49,8 +49,9 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		}
 	}()
 
-	// Reconcile is left unset until package reconcile lands: the daemon
-	// then schedules nothing for reconcile sections.
+	// Reconcile is left unset until package reconcile has its entry point
+	// (func(ctx, cfg) (*reconcile.Report, error)): until then the daemon
+	// schedules nothing for reconcile sections.
 	return daemon.Run(ctx, daemon.Options{
 		ConfigPath:      c.config,
 		Configs:         cfgs,

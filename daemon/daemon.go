@@ -27,6 +27,7 @@ import (
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
+	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -78,8 +79,9 @@ type Options struct {
 	// Resync moves a source's watermark back (from zero: to the start).
 	Resync func(name string, from time.Time) error
 	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
-	// that has a reconcile section.
-	Reconcile func(ctx context.Context, cfg *config.Config) error
+	// that has a reconcile section (cfg.Reconcile.Repair says whether to
+	// repair); its report's counts feed syncd_reconcile_differences.
+	Reconcile func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error)
 
 	// Backoff paces the retries of transient faults.
 	Backoff retry.Backoff

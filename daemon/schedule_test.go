@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/reconcile"
 )
 
 // The schedule fires again and again, each run picks up the rows written
@@ -144,12 +145,12 @@ func TestReconcileScheduled(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: true")
 	calls := make(chan string, 100)
 	d := startDaemon(t, path, func(o *daemon.Options) {
-		o.Reconcile = func(ctx context.Context, cfg *config.Config) error {
+		o.Reconcile = func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
 			if !cfg.Reconcile.Repair {
-				return errors.New("repair not passed through")
+				return nil, errors.New("repair not passed through")
 			}
 			calls <- cfg.Name
-			return nil
+			return &reconcile.Report{Source: cfg.Name, Missing: 2, Changed: 1, Repaired: true}, nil
 		}
 	})
 	select {
@@ -163,4 +164,10 @@ func TestReconcileScheduled(t *testing.T) {
 	eventually(t, 5*time.Second, "the reconcile counted", func() bool {
 		return scrape(t, d.addr)[`syncd_reconcile_runs_total{outcome="ok",source="orders"}`] >= 1
 	})
+	m := scrape(t, d.addr)
+	for kind, want := range map[string]float64{"missing": 2, "extra": 0, "changed": 1} {
+		if got := m[`syncd_reconcile_differences{kind="`+kind+`",source="orders"}`]; got != want {
+			t.Errorf("reconcile differences %s = %v, want %v", kind, got, want)
+		}
+	}
 }

@@ -140,14 +140,7 @@ func (s *source) runJob(job string, cfg *config.Config) {
 	defer s.d.wg.Done()
 	started := time.Now()
 	if job == jobReconcile {
-		err := s.d.o.Reconcile(s.d.stopCtx, cfg)
-		outcome := metrics.OutcomeOK
-		if err != nil {
-			outcome = metrics.OutcomeFailed
-			s.log.Error("scheduled reconcile failed", "err", err, "duration", time.Since(started).Round(time.Millisecond).String())
-		} else {
-			s.log.Info("scheduled reconcile done", "duration", time.Since(started).Round(time.Millisecond).String())
-		}
+		outcome := s.reconcile(cfg, started)
 		s.d.m.ReconcileDone(cfg.Name, outcome, time.Since(started))
 		s.finish(job, outcome, nil)
 		return
@@ -155,6 +148,30 @@ func (s *source) runJob(job string, cfg *config.Config) {
 	outcome, err := s.attempts(cfg)
 	s.d.m.RunDone(cfg.Name, outcome, time.Since(started))
 	s.finish(job, outcome, err)
+}
+
+// reconcile runs the scheduled reconcile and records what it found.
+func (s *source) reconcile(cfg *config.Config, started time.Time) string {
+	rep, err := s.d.o.Reconcile(s.d.stopCtx, cfg)
+	took := time.Since(started).Round(time.Millisecond).String()
+	if err != nil {
+		s.log.Error("scheduled reconcile failed", "err", err, "duration", took)
+		return metrics.OutcomeFailed
+	}
+	if rep == nil {
+		s.log.Info("scheduled reconcile done", "duration", took)
+		return metrics.OutcomeOK
+	}
+	s.d.m.SetReconcileDifferences(cfg.Name, "missing", rep.Missing)
+	s.d.m.SetReconcileDifferences(cfg.Name, "extra", rep.Extra)
+	s.d.m.SetReconcileDifferences(cfg.Name, "changed", rep.Changed)
+	attrs := []any{"missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed, "repaired", rep.Repaired, "duration", took}
+	if rep.Equal() {
+		s.log.Info("scheduled reconcile done: the copy equals the source", attrs...)
+	} else {
+		s.log.Warn("scheduled reconcile found differences", attrs...)
+	}
+	return metrics.OutcomeOK
 }
 
 // finish records the outcome, applies a resync that waited for the run,
