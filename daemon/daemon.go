@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/robfig/cron/v3"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -85,7 +86,8 @@ type Options struct {
 
 	// Backoff paces the retries of transient faults.
 	Backoff retry.Backoff
-	// Registry holds the metrics; nil makes a new one.
+	// Registry holds the metrics; nil makes a new one with the Go runtime
+	// and process collectors.
 	Registry *prometheus.Registry
 }
 
@@ -117,6 +119,7 @@ func Run(ctx context.Context, o Options) error {
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	stopCtx, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()

@@ -39,6 +39,9 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 		`syncd_source_failed{source="orders"}`:      0,
 		`syncd_build_info{version="test"}`:          1,
 	}
+	if m["process_start_time_seconds"] <= 0 || m["go_goroutines"] <= 0 {
+		t.Error("no process or Go runtime metrics")
+	}
 	for k, v := range want {
 		if got, ok := m[k]; !ok || got != v {
 			t.Errorf("%s = %v (present %v), want %v", k, got, ok, v)
