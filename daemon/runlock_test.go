@@ -109,3 +109,51 @@ func TestRunOnceSkipsWhenAnotherProcessHoldsTheSource(t *testing.T) {
 	}
 	f.requireEqual(t, "src", "copy")
 }
+
+// A coupon campaign has one runner too: `run --once` skips it while another
+// session holds it, and grants once it is free.
+func TestCampaignRunOnceSkipsWhenHeld(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, `CREATE TABLE members (member_id bigint PRIMARY KEY, last_purchase_at timestamptz NOT NULL)`)
+	f.db.Exec(t, `INSERT INTO members SELECT g, now() - (g % 2) * interval '400 days' FROM generate_series(1, 100) g`)
+	path := filepath.Join(f.dir, "comeback.yaml")
+	writeFile(t, path, fmt.Sprintf(`name: comeback
+source:
+  dsn: %s
+  table: public.members
+  cursor: [member_id]
+  where: "last_purchase_at < :as_of - interval '180 days'"
+  page_size: 10
+sink:
+  type: coupon_grants
+  dsn: %s
+  table: public.coupon_grants
+  campaign: comeback-test
+`, f.dsn(), f.dsn()))
+	state := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	holder, err := f.db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('syncd:comeback', 0))`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
+	if code != 0 || !strings.Contains(out, "source comeback is being synced by another syncd process (backend pid") {
+		t.Fatalf("run --once on a held campaign: exit %d: %s%s", code, out, errOut)
+	}
+	if n := f.count(t, "coupon_grants"); n != 0 {
+		t.Fatalf("a skipped campaign run granted %d coupons", n)
+	}
+	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
+		t.Fatalf("run --once after the release: exit %d: %s", code, errOut)
+	}
+	if n := f.count(t, "coupon_grants"); n != 50 {
+		t.Fatalf("%d grants, want one for each of the 50 dormant members", n)
+	}
+}

@@ -6,13 +6,30 @@ import (
 	"log/slog"
 
 	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/runlock"
 )
 
 // runCampaign runs a coupon_grants source through package coupon, which
 // owns the freeze, the grant pages and the final reconcile; Run keeps the
 // run bookkeeping (LastStatus, LastError, LastRunAt) as for any source.
 func runCampaign(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
-	cr, err := coupon.Run(ctx, coupon.Options{Config: o.Config, Store: o.Store, Logger: log, Stop: o.Stop, AfterCommit: o.AfterCommit})
+	// One runner per campaign too. The lock has its own connection here,
+	// checked after every committed page: a lost lock ends the run.
+	lock, err := runlock.Acquire(ctx, nil, o.Config.Sink.DSN, o.Config.Name)
+	if err != nil {
+		return Result{}, err
+	}
+	defer lock.Release(context.WithoutCancel(ctx))
+	afterCommit := func(n int64) error {
+		if err := lock.Check(ctx); err != nil {
+			return err
+		}
+		if o.AfterCommit != nil {
+			return o.AfterCommit(n)
+		}
+		return nil
+	}
+	cr, err := coupon.Run(ctx, coupon.Options{Config: o.Config, Store: o.Store, Logger: log, Stop: o.Stop, AfterCommit: afterCommit})
 	res := Result{Pages: cr.Pages, Rows: cr.Rows, Written: cr.Written, Cursor: cr.Cursor, Campaign: &cr.Stats}
 	if errors.Is(err, coupon.ErrStopped) {
 		res.Stopped = true
