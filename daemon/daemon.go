@@ -258,7 +258,9 @@ func (d *daemon) configs() []*config.Config {
 	return out
 }
 
-// add starts scheduling a new source and runs it once now, to catch up.
+// add starts scheduling a new source and, for a table copy, runs it once
+// now to catch up. A coupon campaign waits for its schedule: starting the
+// daemon must never start a campaign early.
 func (d *daemon) add(c *config.Config) {
 	s := &source{d: d, log: d.log.With("source", c.Name), cfg: c}
 	d.mu.Lock()
@@ -271,6 +273,9 @@ func (d *daemon) add(c *config.Config) {
 		}
 	}
 	s.schedule(c)
+	if c.Sink.Type == config.SinkCouponGrants {
+		return
+	}
 	if cfg, ok := s.start(jobSync); ok {
 		go s.runJob(jobSync, cfg)
 	}
