@@ -24,6 +24,7 @@ type Postgres struct {
 	stageReady bool
 	copySQL    string
 	upsertSQL  string
+	deleteSQL  string // soft deletes; "" when there is no deleted_column or they are kept
 }
 
 var _ Sink = (*Postgres)(nil)
@@ -170,6 +171,15 @@ func (s *Postgres) build() {
 			" FROM pg_temp.syncd_stage ORDER BY " + pgutil.IdentList("", s.cfg.Sink.Key) + ", " +
 			descList(s.cfg.Source.Cursor)
 	}
+	s.deleteSQL = ""
+	if deleted := s.deletedPredicate("s."); deleted != "" {
+		// Soft deletes: a row flagged deleted is removed from the copy
+		// (unless the copy holds a newer version) and never upserted.
+		s.deleteSQL = "DELETE FROM " + target + " AS t USING (" + sel + ") AS s WHERE (" + pgutil.IdentList("t.", s.cfg.Sink.Key) + ") = (" +
+			pgutil.IdentList("s.", s.cfg.Sink.Key) + ") AND " + deleted + " AND (" + pgutil.IdentList("t.", s.cfg.Source.Cursor) + ") <= (" +
+			pgutil.IdentList("s.", s.cfg.Source.Cursor) + ")"
+		sel = "SELECT " + list + " FROM (" + sel + ") AS s WHERE NOT " + deleted
+	}
 	q := "INSERT INTO " + target + " AS t (" + list + ") " + sel + " ON CONFLICT (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") "
 	if len(sets) == 0 {
 		q += "DO NOTHING"
@@ -191,20 +201,21 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	var res Result
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		if !s.stageReady {
-			names := make([]string, len(s.cols))
-			for i, c := range s.cols {
-				names[i] = c.Name
-			}
-			q := "CREATE TEMP TABLE IF NOT EXISTS syncd_stage ON COMMIT DELETE ROWS AS SELECT " +
-				pgutil.IdentList("", names) + " FROM " + s.qualified() + " WITH NO DATA"
-			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("create staging table: %w", err)
+			if err := s.createStage(ctx, tx); err != nil {
+				return err
 			}
 		}
 		s.buf.Reset()
 		pgutil.AppendCopyText(&s.buf, p.Rows)
 		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &s.buf, s.copySQL); err != nil {
 			return fmt.Errorf("copy page into staging: %w", err)
+		}
+		if s.deleteSQL != "" {
+			tag, err := tx.Exec(ctx, s.deleteSQL)
+			if err != nil {
+				return fmt.Errorf("delete soft-deleted rows: %w", err)
+			}
+			res.Deleted = tag.RowsAffected()
 		}
 		tag, err := tx.Exec(ctx, s.upsertSQL)
 		if err != nil {
@@ -219,6 +230,20 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	}
 	s.stageReady = true
 	return res, nil
+}
+
+// createStage creates the session's staging table, shaped like the copy.
+func (s *Postgres) createStage(ctx context.Context, tx pgx.Tx) error {
+	names := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i] = c.Name
+	}
+	q := "CREATE TEMP TABLE IF NOT EXISTS syncd_stage ON COMMIT DELETE ROWS AS SELECT " +
+		pgutil.IdentList("", names) + " FROM " + s.qualified() + " WITH NO DATA"
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("create staging table: %w", err)
+	}
+	return nil
 }
 
 func descList(names []string) string {

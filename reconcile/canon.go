@@ -1,0 +1,117 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+)
+
+// column is one compared column as one side's catalog describes it.
+type column struct {
+	Name string
+	Type string // format_type, for casts
+	Base string // pg_type.typname after resolving a domain: int4, numeric, _text
+	Elem string // element typname of an array, else ""
+}
+
+// describe reads the types of names in table t on conn.
+func describe(ctx context.Context, conn *pgx.Conn, t config.Table, names []string) ([]column, error) {
+	rows, err := conn.Query(ctx, `
+SELECT a.attname, format_type(a.atttypid, a.atttypmod), bt.typname::text,
+       CASE WHEN bt.typcategory = 'A' THEN coalesce(et.typname::text, '') ELSE '' END
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type ty ON ty.oid = a.atttypid
+JOIN pg_type bt ON bt.oid = CASE WHEN ty.typtype = 'd' THEN ty.typbasetype ELSE ty.oid END
+LEFT JOIN pg_type et ON et.oid = bt.typelem
+WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", t, err)
+	}
+	byName := map[string]column{}
+	var col column
+	if _, err := pgx.ForEachRow(rows, []any{&col.Name, &col.Type, &col.Base, &col.Elem}, func() error {
+		byName[col.Name] = col
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", t, err)
+	}
+	if len(byName) == 0 {
+		return nil, fmt.Errorf("table %s does not exist (or this role cannot see it)", t)
+	}
+	out := make([]column, len(names))
+	for i, n := range names {
+		c, ok := byName[n]
+		if !ok {
+			return nil, fmt.Errorf("column %q is missing from %s", n, t)
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// plainText are the types whose text output is canonical whatever the
+// server's version and settings (and so are arrays of them).
+var plainText = map[string]bool{
+	"int2": true, "int4": true, "int8": true, "oid": true, "bool": true, "uuid": true,
+	"text": true, "varchar": true, "bpchar": true, "name": true, "citext": true,
+	"time": true, "timetz": true, "jsonb": true, "char": true,
+}
+
+// canon returns the SQL expression of the canonical text of expr, a value
+// of catalog type base (element type elem when base is an array); it is
+// NULL exactly when the value is NULL.
+func canon(expr, base, elem string) string {
+	switch base {
+	case "numeric":
+		return numericCanon("(" + expr + ")::text")
+	case "money":
+		return numericCanon("(" + expr + ")::numeric::text")
+	case "float4", "float8":
+		return "encode(float8send((" + expr + ")::float8), 'hex')"
+	case "timestamptz":
+		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01 00:00:00+00' THEN to_char((" + expr + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') ELSE ((" + expr + ") AT TIME ZONE 'UTC')::text END"
+	case "timestamp":
+		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01 00:00:00' THEN to_char(" + expr + ", 'YYYY-MM-DD\"T\"HH24:MI:SS.US') ELSE (" + expr + ")::text END"
+	case "date":
+		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01' THEN to_char(" + expr + ", 'YYYY-MM-DD') ELSE (" + expr + ")::text END"
+	case "json":
+		return "(" + expr + ")::jsonb::text"
+	case "bytea":
+		return "encode(" + expr + ", 'hex')"
+	}
+	if strings.HasPrefix(base, "_") && elem != "" && !plainText[elem] {
+		inner := canon("u.v", elem, "")
+		return "CASE WHEN " + expr + " IS NULL THEN NULL ELSE coalesce(array_dims(" + expr + "), '') || '{' || coalesce((SELECT string_agg(quote_nullable(" +
+			inner + "), ',' ORDER BY u.n) FROM unnest(" + expr + ") WITH ORDINALITY AS u(v, n)), '') || '}' END"
+	}
+	return "(" + expr + ")::text"
+}
+
+// numericCanon drops trailing fractional zeros (and a bare point) from the
+// text of a numeric: 1.50 -> 1.5, 2.00 -> 2. It works on every server
+// version (trim_scale needs PostgreSQL 13).
+func numericCanon(text string) string {
+	return "CASE WHEN strpos(" + text + ", '.') > 0 THEN rtrim(rtrim(" + text + ", '0'), '.') ELSE " + text + " END"
+}
+
+// rowText is the SQL of the canonical text of a row: each column's canonical
+// text quoted with quote_nullable (NULL stays distinct from ''), joined by
+// commas. prefix qualifies the column names ("x.").
+func rowText(prefix string, cols []column) string {
+	parts := make([]string, len(cols))
+	for i, c := range cols {
+		parts[i] = "quote_nullable(" + canon(prefix+ident(c.Name), c.Base, c.Elem) + ")"
+	}
+	return strings.Join(parts, " || ',' || ")
+}
+
+// hash64 is the SQL of the first 64 bits of md5(text) as a bigint: the same
+// on every PostgreSQL version.
+func hash64(text string) string {
+	return "('x' || substr(md5(" + text + "), 1, 16))::bit(64)::int8"
+}

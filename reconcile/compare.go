@@ -1,0 +1,198 @@
+package reconcile
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+
+	"github.com/syncd/syncd/sink"
+	"golang.org/x/sync/errgroup"
+)
+
+// comparer runs one comparison of the source and the copy.
+type comparer struct {
+	src, dst *side
+	keyIdx   []int // positions of the key columns in the compared columns
+	leaf     int
+	level    int
+	log      *slog.Logger
+	rep      *Report
+	// repair, when set, is given the fixes of each batch of differences.
+	repair func(context.Context, []sink.Fix) error
+}
+
+type kind int
+
+const (
+	same kind = iota
+	missing
+	extra
+	changed
+	unsynced
+)
+
+// classify compares the source row s and the copy row d of one key (nil:
+// absent).
+func classify(s, d *row) kind {
+	in := s != nil && s.inScope
+	switch {
+	case in && d != nil && equalValues(s.canon, d.canon):
+		return same
+	case s != nil && !s.synced && (in || d != nil):
+		return unsynced
+	case in && d == nil:
+		return missing
+	case !in && d != nil:
+		return extra
+	case in:
+		return changed
+	}
+	return same
+}
+
+func equalValues(a, b [][]byte) bool {
+	for i := range a {
+		if (a[i] == nil) != (b[i] == nil) || !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// key is the map key of a row: its canonical key values.
+func (c *comparer) key(r *row) string {
+	var b strings.Builder
+	for i, k := range c.keyIdx {
+		if i > 0 {
+			b.WriteByte(0)
+		}
+		b.Write(r.canon[k])
+	}
+	return b.String()
+}
+
+// display renders a row's key for the report, parts joined with ",".
+func (c *comparer) display(r *row) string {
+	parts := make([]string, len(c.keyIdx))
+	for i, k := range c.keyIdx {
+		parts[i] = string(r.canon[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// rawKey is the text output of a row's key columns, to read it back by key.
+func (c *comparer) rawKey(r *row) []string {
+	out := make([]string, len(c.keyIdx))
+	for i, k := range c.keyIdx {
+		out[i] = string(r.raw[k])
+	}
+	return out
+}
+
+// leaves fetches the rows of differing leaf segments, re-reads every
+// difference by key and records (and repairs) what remains.
+func (c *comparer) leaves(ctx context.Context, segs []segment) error {
+	srcRows, dstRows := map[string]*row{}, map[string]*row{}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		return c.src.fetchSegments(gctx, segs, func(r row) { srcRows[c.key(&r)] = &r })
+	})
+	g.Go(func() error {
+		return c.dst.fetchSegments(gctx, segs, func(r row) { dstRows[c.key(&r)] = &r })
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
+	var recheck [][]string
+	seen := map[string]bool{}
+	add := func(k string, s, d *row) {
+		if seen[k] {
+			return
+		}
+		seen[k] = true
+		switch classify(s, d) {
+		case same:
+		case unsynced:
+			c.rep.SkippedUnsynced++
+		default:
+			r := s
+			if r == nil {
+				r = d
+			}
+			recheck = append(recheck, c.rawKey(r))
+		}
+	}
+	for k, s := range srcRows {
+		add(k, s, dstRows[k])
+	}
+	for k, d := range dstRows {
+		add(k, srcRows[k], d)
+	}
+	if len(recheck) == 0 {
+		return nil
+	}
+	return c.recheck(ctx, recheck)
+}
+
+// recheck re-reads keys on both sides, the copy first: a copy row can only
+// change through a sync of a newer source row, which the source read then
+// sees past the watermark.
+func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
+	dstRows, srcRows := map[string]*row{}, map[string]*row{}
+	if err := c.dst.fetchKeys(ctx, keys, func(r row) { dstRows[c.key(&r)] = &r }); err != nil {
+		return err
+	}
+	if err := c.src.fetchKeys(ctx, keys, func(r row) { srcRows[c.key(&r)] = &r }); err != nil {
+		return err
+	}
+	c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
+	var fixes []sink.Fix
+	record := func(k kind, s, d *row) {
+		r := s
+		if r == nil {
+			r = d
+		}
+		var list *[]string
+		switch k {
+		case same:
+			return
+		case unsynced:
+			c.rep.SkippedUnsynced++
+			return
+		case missing:
+			c.rep.Missing++
+			list = &c.rep.Keys.Missing
+			fixes = append(fixes, sink.Fix{Row: s.raw})
+		case extra:
+			c.rep.Extra++
+			list = &c.rep.Keys.Extra
+			fixes = append(fixes, sink.Fix{Seen: d.raw})
+		case changed:
+			c.rep.Changed++
+			list = &c.rep.Keys.Changed
+			fixes = append(fixes, sink.Fix{Row: s.raw, Seen: d.raw})
+		}
+		if len(*list) < MaxKeys {
+			*list = append(*list, c.display(r))
+		}
+		c.log.Debug("difference", "kind", kindName[k], "key", c.display(r))
+	}
+	done := map[string]bool{}
+	for k, s := range srcRows {
+		done[k] = true
+		record(classify(s, dstRows[k]), s, dstRows[k])
+	}
+	for k, d := range dstRows {
+		if !done[k] {
+			record(classify(nil, d), nil, d)
+		}
+	}
+	if c.repair != nil && len(fixes) > 0 {
+		return c.repair(ctx, fixes)
+	}
+	return nil
+}
+
+var kindName = map[kind]string{missing: "missing", extra: "extra", changed: "changed"}

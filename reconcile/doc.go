@@ -1,0 +1,49 @@
+// Package reconcile proves that a copy equals its source value by value, and
+// repairs it, without streaming both tables.
+//
+// # Canonical rows
+//
+// Each database hashes a canonical text of every selected row. The text does
+// not depend on either side's type modifiers, version or settings:
+// timestamptz is printed in UTC at microsecond precision (to_char), numeric
+// loses trailing fractional zeros (so numeric and numeric(12,2) compare
+// 1.0 = 1.00 but 1.0 <> 1.01), json is cast to jsonb whose text is canonical,
+// bytea is hex, float4/float8 are their IEEE-754 bits, arrays are rebuilt
+// element by element, and every value is quoted with quote_nullable so that
+// NULL differs from the empty string. The row hash is the first 64 bits of
+// md5(row text) as a bigint; both sides sum them in numeric (no overflow).
+//
+// # Checksum bisection
+//
+// Rows are placed on an integer line: the key itself for a single integer
+// key, otherwise the first 64 bits of md5 of the canonical key text (which
+// works for text, uuid and composite keys, needs no sampled boundaries and
+// does not depend on collations, which may differ between the databases).
+// Starting from one segment covering the whole line, each side returns
+// (count, sum of row hashes) for the children of the segments in question,
+// in one grouped query per side and level. Equal children are done.
+// Differing children with at most LeafRows rows are fetched; larger ones are
+// split again, into about count/LeafRows children. With d scattered
+// differences in n rows, the work is about two scans of each table plus
+// d*LeafRows fetched rows.
+//
+// # Consistent boundary
+//
+// The source's watermark (from the state file) says which rows a sync has
+// passed: a source row whose cursor is at or before the watermark is synced,
+// one past it is not yet. Only synced rows are compared: a difference whose
+// source row is past the watermark (changed or inserted since the last page)
+// is counted as unsynced and not reported. Every difference is re-read on
+// both sides by key (the copy first, then the source) before it is reported,
+// so rows that a sync or a writer changed while reconcile ran are not
+// reported. With no watermark yet nothing counts as synced and nothing is
+// compared.
+//
+// # Repair
+//
+// Repair writes through the sink (sink.Postgres.Repair): missing rows are
+// inserted and changed rows overwritten with the source's values, extra rows
+// deleted, in one transaction per batch, each guarded by the copy row seen by
+// the re-check so that a row a concurrent sync has just written is left to
+// it. A second reconcile then verifies the result.
+package reconcile

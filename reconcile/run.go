@@ -1,0 +1,266 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/big"
+	"strings"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
+)
+
+// DefaultLeafRows is the largest differing segment whose rows are fetched
+// instead of split again.
+const DefaultLeafRows = 128
+
+// Options configure one reconcile.
+type Options struct {
+	// Repair writes the source's values over every difference found, then
+	// compares again.
+	Repair bool
+	Logger *slog.Logger
+	// LeafRows overrides DefaultLeafRows (tests).
+	LeafRows int
+}
+
+// StateReader reads a source's watermark; *watermark.Store is one.
+type StateReader interface {
+	Get(name string) (watermark.State, bool, error)
+}
+
+// ErrNoCopy is wrapped when the sink table does not exist yet.
+var ErrNoCopy = errors.New("the copy does not exist yet")
+
+// Run compares the rows of cfg's source with its copy (a postgres sink),
+// up to the watermark that states holds for it (nil states: none), and with
+// o.Repair repairs the differences and compares again (Report.After).
+func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options) (*Report, error) {
+	started := time.Now()
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("source", cfg.Name)
+	if cfg.Sink.Type != config.SinkPostgres {
+		return nil, fmt.Errorf("reconcile of source %s: sink type %q is reconciled by its own package", cfg.Name, cfg.Sink.Type)
+	}
+	var st watermark.State
+	if states != nil {
+		var err error
+		if st, _, err = states.Get(cfg.Name); err != nil {
+			return nil, err
+		}
+	}
+	src, err := source.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	dst, err := sink.OpenPostgres(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
+	exists, err := dst.Check(ctx, src.Table.Columns)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
+	}
+	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+		return nil, err
+	}
+	rep := newReport(cfg.Name)
+	synced, boundary, ok := syncedPredicate(cfg, src.Table, st)
+	rep.Boundary = boundary
+	if !ok {
+		rep.NoWatermark = true
+		rep.DurationMS = time.Since(started).Milliseconds()
+		log.Info("reconcile skipped: no watermark yet, no row is synced")
+		return rep, nil
+	}
+	c, err := newComparer(ctx, cfg, src, dst, synced, o, log)
+	if err != nil {
+		return nil, err
+	}
+	c.rep = rep
+	if o.Repair {
+		c.repair = func(ctx context.Context, fixes []sink.Fix) error {
+			r, err := dst.Repair(ctx, fixes)
+			rep.Repair.Inserted += r.Inserted
+			rep.Repair.Updated += r.Updated
+			rep.Repair.Deleted += r.Deleted
+			return err
+		}
+		rep.Repair = &RepairCounts{}
+	}
+	if err := c.run(ctx); err != nil {
+		return nil, err
+	}
+	if o.Repair && !rep.Equal() {
+		rep.Repaired = true
+		c.repair = nil
+		c.rep = newReport(cfg.Name)
+		c.rep.Boundary = boundary
+		c.level = 0
+		if err := c.run(ctx); err != nil {
+			return nil, fmt.Errorf("verify the repair: %w", err)
+		}
+		rep.After = c.rep
+		rep.After.DurationMS = time.Since(started).Milliseconds()
+	}
+	rep.DurationMS = time.Since(started).Milliseconds()
+	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
+		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
+		"duration", time.Since(started).Round(time.Millisecond).String())
+	return rep, nil
+}
+
+func newReport(name string) *Report {
+	return &Report{Source: name, Keys: KeyLists{Missing: []string{}, Extra: []string{}, Changed: []string{}}}
+}
+
+// newComparer describes both tables and picks the line.
+func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, dst *sink.Postgres, synced string, o Options, log *slog.Logger) (*comparer, error) {
+	names := make([]string, len(src.Table.Columns))
+	for i, col := range src.Table.Columns {
+		names[i] = col.Name
+	}
+	c := &comparer{leaf: o.LeafRows, log: log}
+	if c.leaf <= 0 {
+		c.leaf = DefaultLeafRows
+	}
+	for _, k := range cfg.Sink.Key {
+		for i, n := range names {
+			if n == k {
+				c.keyIdx = append(c.keyIdx, i)
+			}
+		}
+	}
+	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: sourceScope(cfg, src.Table), synced: synced}
+	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
+	for _, sd := range []*side{c.src, c.dst} {
+		cols, err := describe(ctx, sd.conn, sd.table, names)
+		if err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", cfg.Name, err)
+		}
+		sd.cols = cols
+		for _, i := range c.keyIdx {
+			sd.keys = append(sd.keys, cols[i])
+		}
+	}
+	intKey := len(c.keyIdx) == 1
+	for _, sd := range []*side{c.src, c.dst} {
+		switch sd.keys[0].Base {
+		case "int2", "int4", "int8":
+		default:
+			intKey = false
+		}
+	}
+	c.src.intKey, c.dst.intKey = intKey, intKey
+	return c, nil
+}
+
+// run compares the whole line once.
+func (c *comparer) run(ctx context.Context) error {
+	top, ok, err := c.top(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	return c.bisect(ctx, []segment{top}, func(segs []segment) error { return c.leaves(ctx, segs) })
+}
+
+// top is the first segment: the keys' range for an integer key, the whole
+// hash line otherwise; ok is false when both tables are empty.
+func (c *comparer) top(ctx context.Context) (segment, bool, error) {
+	est, err := c.estimate(ctx)
+	if err != nil {
+		return segment{}, false, err
+	}
+	if !c.src.intKey {
+		return wholeLine(est), true, nil
+	}
+	var lo, hi *big.Int
+	for _, sd := range []*side{c.src, c.dst} {
+		k := ident(sd.keys[0].Name)
+		var mn, mx *int64
+		if err := sd.conn.QueryRow(ctx, "SELECT min("+k+")::int8, max("+k+")::int8 FROM "+sd.qualified()).Scan(&mn, &mx); err != nil {
+			return segment{}, false, fmt.Errorf("key range of %s %s: %w", sd.role, sd.table, err)
+		}
+		if mn == nil {
+			continue
+		}
+		if lo == nil || big.NewInt(*mn).Cmp(lo) < 0 {
+			lo = big.NewInt(*mn)
+		}
+		if hi == nil || big.NewInt(*mx).Cmp(hi) > 0 {
+			hi = big.NewInt(*mx)
+		}
+	}
+	if lo == nil {
+		return segment{}, false, nil
+	}
+	return segment{lo: lo, hi: hi, n: est}, true, nil
+}
+
+// estimate is the planner's row count of the larger table, which sets the
+// first fanout (the split adapts to the real counts after that).
+func (c *comparer) estimate(ctx context.Context) (int64, error) {
+	var est int64
+	for _, sd := range []*side{c.src, c.dst} {
+		var n float64
+		if err := sd.conn.QueryRow(ctx, "SELECT coalesce(max(reltuples), 0)::float8 FROM pg_class WHERE oid = to_regclass($1)", sd.qualified()).Scan(&n); err != nil {
+			return 0, fmt.Errorf("estimate rows of %s %s: %w", sd.role, sd.table, err)
+		}
+		est = max(est, int64(n))
+	}
+	return max(est, int64(c.leaf)*16), nil
+}
+
+// sourceScope is the condition selecting the source rows the copy must
+// hold: source.where, and not soft-deleted unless the copy keeps them.
+func sourceScope(cfg *config.Config, t *source.Table) string {
+	scope := strings.TrimSpace(cfg.Source.Where)
+	if d := cfg.Source.DeletedColumn; d != "" && !cfg.Sink.KeepDeleted {
+		typ := ""
+		for _, col := range t.Columns {
+			if col.Name == d {
+				typ = col.Type
+			}
+		}
+		scope = and(scope, "NOT ("+sink.DeletedPredicate(pgutil.Ident(d), typ)+")")
+	}
+	return scope
+}
+
+// syncedPredicate is the condition that a source row is at or before the
+// watermark, and a sentence saying so; ok is false when no row is synced.
+func syncedPredicate(cfg *config.Config, t *source.Table, st watermark.State) (cond, text string, ok bool) {
+	switch {
+	case len(st.Cursor) == len(t.Cursor) && len(st.Cursor) > 0:
+		cols := make([]string, len(t.Cursor))
+		vals := make([]string, len(t.Cursor))
+		for i, col := range t.Cursor {
+			cols[i] = pgutil.Ident(col.Name)
+			vals[i] = literal(st.Cursor[i]) + "::" + col.Type
+		}
+		return "(" + strings.Join(cols, ", ") + ") <= (" + strings.Join(vals, ", ") + ")",
+			fmt.Sprintf("rows with (%s) <= (%s), the watermark", strings.Join(cfg.Source.Cursor, ", "), strings.Join(st.Cursor, ", ")), true
+	case len(st.Cursor) > 0:
+		return "", fmt.Sprintf("the stored watermark has %d cursor values but source.cursor has %d columns; run `syncd resync --source %s --from-start`", len(st.Cursor), len(t.Cursor), cfg.Name), false
+	case st.From != "" && t.Temporal:
+		col := t.Cursor[0]
+		return pgutil.Ident(col.Name) + " < " + literal(st.From) + "::" + col.Type,
+			fmt.Sprintf("rows with %s < %s (a resync moved the watermark back)", col.Name, st.From), true
+	}
+	return "", "none: no watermark yet, so no row is synced; run `syncd run --once --source " + cfg.Name + "` first", false
+}
