@@ -100,7 +100,7 @@ func numericCanon(text string) string {
 }
 
 // rowText is the SQL of the canonical text of a row: each column's canonical
-// text quoted with quote_nullable (NULL stays distinct from ''), joined by
+// text quoted with quote_nullable (NULL stays distinct from ”), joined by
 // commas. prefix qualifies the column names ("x.").
 func rowText(prefix string, cols []column) string {
 	parts := make([]string, len(cols))

@@ -38,8 +38,8 @@ func TestEachKindOfDifference(t *testing.T) {
 		`UPDATE public.items_copy SET by = by || '\x00'::bytea WHERE id = 32`,
 		`UPDATE public.items_copy SET u = md5('other')::uuid WHERE id = 33`,
 		`UPDATE public.items_copy SET fl = fl * (1 + 1e-15) WHERE id = 34`,
-		`UPDATE public.items_copy SET t = NULL WHERE id = 40`,  // '' in the source
-		`UPDATE public.items_copy SET t = '' WHERE id = 41`,    // NULL in the source
+		`UPDATE public.items_copy SET t = NULL WHERE id = 40`,     // '' in the source
+		`UPDATE public.items_copy SET t = '' WHERE id = 41`,       // NULL in the source
 		`UPDATE public.items_copy SET price = 2.01 WHERE id = 42`, // 2.0 in the source
 		`UPDATE public.items_copy SET updated_at = updated_at - interval '1 microsecond' WHERE id = 43`,
 		`UPDATE public.items_copy SET nums[2] = 44.001 WHERE id = 44`,
