@@ -211,3 +211,30 @@ func quietLogger() *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
+
+// assertSameTables compares two tables of the same shape row by row through
+// their text output.
+func assertSameTables(t *testing.T, a, b *pgtest.DB, table string) {
+	t.Helper()
+	q := "SELECT t::text FROM " + table + " t ORDER BY 1"
+	read := func(db *pgtest.DB) []string {
+		rows, err := db.Pool.Query(context.Background(), q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	x, y := read(a), read(b)
+	if !slices.Equal(x, y) {
+		t.Fatalf("tables differ after repair: %d rows vs %d", len(x), len(y))
+	}
+}
