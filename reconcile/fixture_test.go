@@ -67,10 +67,7 @@ func newFixture(t *testing.T, rows int, extraYAML string) *fixture {
 	f := &fixture{src: pgtest.NewDB(t), dst: pgtest.NewDB(t)}
 	f.src.Exec(t, fmt.Sprintf(allTypes, rows))
 	f.dst.Exec(t, copyTable)
-	dir := t.TempDir()
-	f.stateFile = filepath.Join(dir, "state.db")
-	f.cfgFile = filepath.Join(dir, "items.yaml")
-	yaml := fmt.Sprintf(`name: items
+	f.configure(t, fmt.Sprintf(`name: items
 source:
   dsn: %s
   table: public.items
@@ -80,7 +77,27 @@ source:
 sink:
   dsn: %s
   table: public.items_copy
-`, f.src.URL, extraYAML, f.dst.URL)
+`, f.src.URL, extraYAML, f.dst.URL))
+	return f
+}
+
+// newSimple makes a fixture from the DDL of table t in the source; yaml is
+// the config with %[1]s for the source DSN and %[2]s for the copy's.
+func newSimple(t *testing.T, ddl, yaml string) *fixture {
+	t.Helper()
+	f := &fixture{src: pgtest.NewDB(t), dst: pgtest.NewDB(t)}
+	f.src.Exec(t, ddl)
+	f.src.Exec(t, "ANALYZE t")
+	f.configure(t, fmt.Sprintf(yaml, f.src.URL, f.dst.URL))
+	return f
+}
+
+// configure writes the config, opens the state and syncs once.
+func (f *fixture) configure(t *testing.T, yaml string) {
+	t.Helper()
+	dir := t.TempDir()
+	f.stateFile = filepath.Join(dir, "state.db")
+	f.cfgFile = filepath.Join(dir, "source.yaml")
 	if err := os.WriteFile(f.cfgFile, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +108,6 @@ sink:
 	f.cfg = cfg
 	f.openStore(t)
 	f.sync(t)
-	return f
 }
 
 func (f *fixture) openStore(t *testing.T) {

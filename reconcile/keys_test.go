@@ -2,16 +2,9 @@ package reconcile_test
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/reconcile"
-	"github.com/syncd/syncd/syncer"
-	"github.com/syncd/syncd/watermark"
 )
 
 // TestKeyKinds runs the comparison on keys that are not a single integer
@@ -59,28 +52,8 @@ INSERT INTO t SELECT CASE WHEN g % 2 = 0 THEN g ELSE g * 1000000000000 END, '202
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
-			src.Exec(t, tc.ddl)
-			src.Exec(t, "ANALYZE t")
-			dir := t.TempDir()
-			file := filepath.Join(dir, "t.yaml")
-			yaml := fmt.Sprintf("name: t\nsource:\n  dsn: %s\n  table: t\n  cursor: %s\nsink:\n  dsn: %s\n  table: t\n  %s\n", src.URL, tc.cursor, dst.URL, tc.key)
-			if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := config.LoadFile(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			store, err := watermark.Open(filepath.Join(dir, "state.db"), 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer store.Close()
-			ctx := context.Background()
-			if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quietLogger()}); err != nil {
-				t.Fatal(err)
-			}
+			f := newSimple(t, tc.ddl, "name: t\nsource:\n  dsn: %[1]s\n  table: t\n  cursor: "+tc.cursor+"\nsink:\n  dsn: %[2]s\n  table: t\n  "+tc.key+"\n")
+			src, dst, cfg, store, ctx := f.src, f.dst, f.cfg, f.store, context.Background()
 			dst.Exec(t, tc.missing)
 			dst.Exec(t, tc.extra)
 			dst.Exec(t, tc.change)
