@@ -24,6 +24,9 @@ func TestConcurrentWritesNoFalseReports(t *testing.T) {
 	var wg sync.WaitGroup
 	var writes, syncs atomic.Int64
 	errs := make(chan error, 2)
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	defer stop() // also when an assertion fails
 	wg.Add(2)
 	go func() { // one writer connection: commits in the order of its now()
 		defer wg.Done()
@@ -67,8 +70,7 @@ func TestConcurrentWritesNoFalseReports(t *testing.T) {
 		assertCounts(t, rep, 0, 0, 1)
 		skipped += rep.SkippedUnsynced
 	}
-	cancel()
-	wg.Wait()
+	stop()
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)
