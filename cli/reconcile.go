@@ -2,9 +2,123 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/watermark"
 )
 
-func cmdReconcile(_ context.Context, env *Env, args []string) error {
-	return fmt.Errorf("reconcile is not available in this build: %w", ErrUsage)
+func cmdReconcile(ctx context.Context, env *Env, args []string) error {
+	fs := flagSet(env, "reconcile")
+	var c common
+	c.register(fs, true)
+	name := fs.String("source", "", "the source to reconcile (required)")
+	repair := fs.Bool("repair", false, "write the source's values over every difference, then compare again")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	if err := parse(env, fs, args, &c); err != nil {
+		return err
+	}
+	if *name == "" {
+		return fmt.Errorf("--source is required: %w", ErrUsage)
+	}
+	cfgs, err := load(env, c.config, *name)
+	if err != nil {
+		return err
+	}
+	cfg := cfgs[0]
+	rep, err := Reconcile(ctx, env, cfg, c.state, *repair)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(env.Stdout, cfg, rep)
+	}
+	if !rep.Clean() {
+		final := rep
+		if rep.After != nil {
+			final = rep.After
+		}
+		return fmt.Errorf("%s and %s differ: %d missing, %d extra, %d changed: %w",
+			cfg.Source.Table, cfg.Sink.Table, final.Missing, final.Extra, final.Changed, ErrDifferences)
+	}
+	return nil
+}
+
+// Reconcile runs the reconcile of cfg's sink type, reading the watermark
+// from the state file at statePath without locking out a running daemon
+// for long.
+func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath string, repair bool) (*reconcile.Report, error) {
+	switch cfg.Sink.Type {
+	case config.SinkPostgres:
+		var states reconcile.StateReader
+		store, err := watermark.OpenReadOnly(statePath, time.Second)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// No state file: no watermark, nothing synced; the report says so.
+		case err != nil:
+			return nil, err
+		default:
+			defer store.Close()
+			states = store
+		}
+		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: env.Logger})
+	case config.SinkCouponGrants:
+		return nil, fmt.Errorf("source %s: reconcile of a coupon_grants sink is not in this build", cfg.Name)
+	}
+	return nil, cfg.Errorf("sink.type", "reconcile does not support sink type %q", cfg.Sink.Type)
+}
+
+// printReport writes the report for people: counts, then a bounded list of
+// keys of each kind.
+func printReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
+	fmt.Fprintf(w, "source %s: %s -> %s\n", cfg.Name, cfg.Source.Table, cfg.Sink.Table)
+	if rep.NoWatermark {
+		fmt.Fprintf(w, "nothing compared: %s\n", rep.Boundary)
+		return
+	}
+	fmt.Fprintf(w, "compared: %s\n", rep.Boundary)
+	printCounts(w, "", rep)
+	fmt.Fprintf(w, "rows compared: %d (copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
+		rep.RowsCompared, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
+	if rep.Repair != nil && rep.Repaired {
+		fmt.Fprintf(w, "repair: inserted %d, updated %d, deleted %d\n", rep.Repair.Inserted, rep.Repair.Updated, rep.Repair.Deleted)
+	}
+	if rep.After != nil {
+		printCounts(w, "after repair: ", rep.After)
+	}
+	if rep.Clean() {
+		fmt.Fprintln(w, "the copy equals the source")
+	}
+}
+
+func printCounts(w io.Writer, prefix string, rep *reconcile.Report) {
+	fmt.Fprintf(w, "%smissing: %d, extra: %d, changed: %d\n", prefix, rep.Missing, rep.Extra, rep.Changed)
+	for _, l := range []struct {
+		name string
+		n    int64
+		keys []string
+	}{{"missing", rep.Missing, rep.Keys.Missing}, {"extra", rep.Extra, rep.Keys.Extra}, {"changed", rep.Changed, rep.Keys.Changed}} {
+		if len(l.keys) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "%s%s keys:\n", prefix, l.name)
+		for _, k := range l.keys {
+			fmt.Fprintf(w, "  %s\n", k)
+		}
+		if l.n > int64(len(l.keys)) {
+			fmt.Fprintf(w, "  ... and %d more\n", l.n-int64(len(l.keys)))
+		}
+	}
 }

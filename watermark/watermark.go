@@ -79,7 +79,7 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	db, err := openBolt(path, timeout)
+	db, err := openBolt(path, &bolt.Options{Timeout: timeout})
 	if err != nil {
 		return nil, err
 	}
@@ -91,17 +91,17 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	return s, nil
 }
 
-func openBolt(path string, timeout time.Duration) (db *bolt.DB, err error) {
+func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 	// bbolt can panic on some damaged files; turn that into an error.
 	defer func() {
 		if r := recover(); r != nil {
 			db, err = nil, fmt.Errorf("open state file %s: %v: %w; move it aside and run `syncd resync --from-start` (or --from) for each source", path, r, ErrCorrupt)
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: timeout})
+	db, err = bolt.Open(path, 0o600, opts)
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, timeout)
+		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, opts.Timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
 	case err != nil:

@@ -1,0 +1,135 @@
+package reconcile_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/watermark"
+)
+
+// syncd runs the real binary and returns its stdout, stderr and exit code.
+func syncd(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "syncd")
+	out, err := exec.Command("go", "build", "-o", bin, "github.com/syncd/syncd/cmd/syncd").CombinedOutput()
+	if err != nil {
+		t.Fatalf("build syncd: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type jsonReport struct {
+	Missing, Extra, Changed int64
+	Keys                    struct{ Missing, Extra, Changed []string }
+	RowsCompared            int64       `json:"rows_compared"`
+	RowsFetched             int64       `json:"rows_fetched"`
+	After                   *jsonReport `json:"after_repair"`
+}
+
+func TestCLIExitCodesAndJSON(t *testing.T) {
+	bin := buildBinary(t)
+	f := newFixture(t, 2000, "")
+	f.closeStore(t) // the binary opens the state file
+	base := []string{"reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", "items"}
+
+	out, errOut, code := syncd(t, bin, append(base, "--json")...)
+	if code != 0 {
+		t.Fatalf("identical tables: exit %d, want 0; stderr %s", code, errOut)
+	}
+	var rep jsonReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json printed %q: %v", out, err)
+	}
+	if rep.Missing+rep.Extra+rep.Changed != 0 || rep.RowsCompared != 2000 || rep.Keys.Missing == nil {
+		t.Fatalf("identical tables: %+v", rep)
+	}
+
+	f.dst.Exec(t, `DELETE FROM public.items_copy WHERE id = 7`)
+	f.dst.Exec(t, `UPDATE public.items_copy SET price = 1.01 WHERE id = 1500`) // 1.0 in the source
+	f.src.Exec(t, `DELETE FROM public.items WHERE id = 1999`)
+	out, errOut, code = syncd(t, bin, append(base, "--json")...)
+	if code != 1 {
+		t.Fatalf("differences: exit %d, want 1; stderr %s", code, errOut)
+	}
+	rep = jsonReport{}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("--json printed %q: %v", out, err)
+	}
+	assertKeys(t, "missing", rep.Keys.Missing, "7")
+	assertKeys(t, "extra", rep.Keys.Extra, "1999")
+	assertKeys(t, "changed", rep.Keys.Changed, "1500")
+	if rep.Missing != 1 || rep.Extra != 1 || rep.Changed != 1 || rep.RowsFetched == 0 || rep.RowsFetched > 2000/2 {
+		t.Fatalf("report %+v", rep)
+	}
+	if !strings.Contains(errOut, "1 missing, 1 extra, 1 changed") {
+		t.Errorf("stderr %q does not sum up the differences", errOut)
+	}
+
+	out, _, code = syncd(t, bin, base...)
+	if code != 1 || !strings.Contains(out, "missing: 1, extra: 1, changed: 1") || !strings.Contains(out, "  1500\n") {
+		t.Fatalf("text output (exit %d):\n%s", code, out)
+	}
+
+	out, errOut, code = syncd(t, bin, append(base, "--repair")...)
+	if code != 0 || !strings.Contains(out, "after repair: missing: 0, extra: 0, changed: 0") {
+		t.Fatalf("--repair: exit %d, want 0\n%s\n%s", code, out, errOut)
+	}
+	f.assertSameRows(t)
+	if _, errOut, code = syncd(t, bin, base...); code != 0 {
+		t.Fatalf("after repair: exit %d, want 0: %s", code, errOut)
+	}
+
+	// Usage and config errors exit 2.
+	for _, args := range [][]string{
+		{"reconcile", "--config", f.cfgFile},
+		{"reconcile", "--config", f.cfgFile, "--source", "nope"},
+		{"reconcile", "--config", filepath.Join(t.TempDir(), "missing.yaml"), "--source", "items"},
+		{"reconcile", "--config", f.cfgFile, "--source", "items", "--bogus"},
+	} {
+		if _, errOut, code := syncd(t, bin, args...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
+		}
+	}
+
+	// No state file: nothing is synced yet, and it says so.
+	out, _, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", filepath.Join(t.TempDir(), "none.db"), "--source", "items")
+	if code != 0 || !strings.Contains(out, "no watermark yet") {
+		t.Fatalf("no state: exit %d\n%s", code, out)
+	}
+
+	// A daemon holding the state file: one clear line, exit 1.
+	held, err := watermark.Open(f.stateFile, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	_, errOut, code = syncd(t, bin, base...)
+	if code != 1 || !strings.Contains(errOut, "locked") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("locked state: exit %d, stderr %q", code, errOut)
+	}
+
+}
