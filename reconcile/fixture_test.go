@@ -187,7 +187,7 @@ func (f *fixture) assertSameRows(t *testing.T) {
 	t.Fatalf("source has %d rows, copy %d", len(a), len(b))
 }
 
-func assertKeys(t *testing.T, kind string, got []string, want ...string) {
+func assertKeys(t testing.TB, kind string, got []string, want ...string) {
 	t.Helper()
 	got = slices.Clone(got)
 	sortKeys(got)
