@@ -1,5 +1,12 @@
 package reconcile
 
+import (
+	"cmp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
 // MaxKeys bounds how many keys of each kind a report lists.
 const MaxKeys = 100
 
@@ -58,4 +65,18 @@ func (r *Report) Clean() bool {
 		return r.After.Equal()
 	}
 	return r.Equal()
+}
+
+// sortKeys orders each key list: integers by value, other keys as text.
+func (r *Report) sortKeys() {
+	for _, l := range [][]string{r.Keys.Missing, r.Keys.Extra, r.Keys.Changed} {
+		slices.SortFunc(l, func(a, b string) int {
+			x, errx := strconv.ParseInt(a, 10, 64)
+			y, erry := strconv.ParseInt(b, 10, 64)
+			if errx == nil && erry == nil {
+				return cmp.Compare(x, y)
+			}
+			return strings.Compare(a, b)
+		})
+	}
 }

@@ -115,8 +115,10 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 			return nil, fmt.Errorf("verify the repair: %w", err)
 		}
 		rep.After = c.rep
+		rep.After.sortKeys()
 		rep.After.DurationMS = time.Since(started).Milliseconds()
 	}
+	rep.sortKeys()
 	rep.DurationMS = time.Since(started).Milliseconds()
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
