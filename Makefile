@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install bench-bound mutations
+.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -20,6 +20,9 @@ test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, 
 
 bench-bound: ## measure the lag a 60 s read-only transaction causes under each source.bound (about 4 minutes)
 	SYNCD_BENCH_BOUND=1 $(GO) test -count=1 -timeout 15m -run TestMeasureBoundCost -v ./syncer/
+
+bench-reconcile: ## reconcile two 1,000,000-row tables with 10 differences, beside a naive full compare (SYNCD_BENCH_ROWS overrides)
+	$(GO) test -count=1 -timeout 30m -run '^$$' -bench Reconcile -benchtime 1x ./reconcile/
 
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1)
