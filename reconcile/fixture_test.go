@@ -213,14 +213,6 @@ func assertCounts(t *testing.T, rep *reconcile.Report, missing, extra, changed i
 	}
 }
 
-func ids(from, to int) []string {
-	var out []string
-	for i := from; i <= to; i++ {
-		out = append(out, fmt.Sprint(i))
-	}
-	return out
-}
-
 func quietLogger() *slog.Logger {
 	if testing.Verbose() && os.Getenv("SYNCD_TEST_LOG") != "" {
 		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
