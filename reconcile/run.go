@@ -78,6 +78,9 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return nil, err
 	}
+	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table.Cursor) {
+		return nil, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start`", cfg.Name, len(st.Cursor), len(src.Table.Cursor), cfg.Name)
+	}
 	rep := newReport(cfg.Name)
 	synced, boundary, ok := syncedPredicate(cfg, src.Table, st)
 	rep.Boundary = boundary
@@ -257,8 +260,6 @@ func syncedPredicate(cfg *config.Config, t *source.Table, st watermark.State) (c
 		}
 		return "(" + strings.Join(cols, ", ") + ") <= (" + strings.Join(vals, ", ") + ")",
 			fmt.Sprintf("rows with (%s) <= (%s), the watermark", strings.Join(cfg.Source.Cursor, ", "), strings.Join(st.Cursor, ", ")), true
-	case len(st.Cursor) > 0:
-		return "", fmt.Sprintf("the stored watermark has %d cursor values but source.cursor has %d columns; run `syncd resync --source %s --from-start`", len(st.Cursor), len(t.Cursor), cfg.Name), false
 	case st.From != "" && t.Temporal:
 		col := t.Cursor[0]
 		return pgutil.Ident(col.Name) + " < " + literal(st.From) + "::" + col.Type,
