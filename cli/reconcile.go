@@ -67,6 +67,7 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			// No state file: no watermark, nothing synced; the report says so.
+			fmt.Fprintf(env.Stderr, "syncd reconcile: state file %s does not exist; no row of %s counts as synced (pass --state or set SYNCD_STATE)\n", statePath, cfg.Name)
 		case err != nil:
 			return nil, err
 		default:

@@ -265,5 +265,5 @@ func syncedPredicate(cfg *config.Config, t *source.Table, st watermark.State) (c
 		return pgutil.Ident(col.Name) + " < " + literal(st.From) + "::" + col.Type,
 			fmt.Sprintf("rows with %s < %s (a resync moved the watermark back)", col.Name, st.From), true
 	}
-	return "", "none: no watermark yet, so no row is synced; run `syncd run --once --source " + cfg.Name + "` first", false
+	return "", "no watermark yet, so no row is synced; run `syncd run --once --source " + cfg.Name + "` first", false
 }
