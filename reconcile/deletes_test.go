@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"context"
 	"fmt"
 	"testing"
 
@@ -24,20 +23,7 @@ sink:
 
 func copyIDs(t *testing.T, f *fixture, where string) []string {
 	t.Helper()
-	rows, err := f.dst.Pool.Query(context.Background(), "SELECT id::text FROM t WHERE "+where+" ORDER BY id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	out := []string{}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	return out
+	return queryStrings(t, f.dst, "SELECT id::text FROM t WHERE "+where+" ORDER BY id")
 }
 
 func TestSoftDeleteRemovesRows(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/reconcile"
@@ -153,20 +154,18 @@ const normalized = `SELECT id::text || '|' || concat_ws('|', updated_at, i, b, n
 
 func rowsOf(t *testing.T, db *pgtest.DB, table string) []string {
 	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), fmt.Sprintf(normalized, table))
+	return queryStrings(t, db, fmt.Sprintf(normalized, table))
+}
+
+// queryStrings runs q, which selects one text column, and returns its rows.
+func queryStrings(t *testing.T, db *pgtest.DB, q string) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -225,23 +224,7 @@ func quietLogger() *slog.Logger {
 func assertSameTables(t *testing.T, a, b *pgtest.DB, table string) {
 	t.Helper()
 	q := "SELECT t::text FROM " + table + " t ORDER BY 1"
-	read := func(db *pgtest.DB) []string {
-		rows, err := db.Pool.Query(context.Background(), q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var s string
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
-		}
-		return out
-	}
-	x, y := read(a), read(b)
+	x, y := queryStrings(t, a, q), queryStrings(t, b, q)
 	if !slices.Equal(x, y) {
 		t.Fatalf("tables differ after repair: %d rows vs %d", len(x), len(y))
 	}

@@ -18,14 +18,5 @@ func OpenReadOnly(path string, timeout time.Duration) (*Store, error) {
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("open state file %s: %w", path, err)
 	}
-	db, err := openBolt(path, &bolt.Options{ReadOnly: true, Timeout: timeout})
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{db: db, path: path}
-	if err := s.checkVersion(); err != nil {
-		db.Close()
-		return nil, err
-	}
-	return s, nil
+	return open(path, &bolt.Options{ReadOnly: true, Timeout: timeout})
 }

@@ -79,7 +79,12 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 	if timeout <= 0 {
 		timeout = time.Second
 	}
-	db, err := openBolt(path, &bolt.Options{Timeout: timeout})
+	return open(path, &bolt.Options{Timeout: timeout})
+}
+
+// open opens the bolt file with opts and checks its format version.
+func open(path string, opts *bolt.Options) (*Store, error) {
+	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
 	}
