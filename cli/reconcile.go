@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
@@ -56,13 +57,12 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// Reconcile runs the reconcile of cfg's sink type, reading the watermark
-// from the state file at statePath without locking out a running daemon
-// for long.
+// Reconcile reconciles cfg with the watermark read from the state file at
+// statePath, opened read-only with a short wait so that a running daemon
+// is not held up (and, when it holds the file, the error says so).
 func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath string, repair bool) (*reconcile.Report, error) {
-	switch cfg.Sink.Type {
-	case config.SinkPostgres:
-		var states reconcile.StateReader
+	var states reconcile.StateReader
+	if cfg.Sink.Type == config.SinkPostgres {
 		store, err := watermark.OpenReadOnly(statePath, time.Second)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
@@ -74,7 +74,17 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 			defer store.Close()
 			states = store
 		}
-		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: env.Logger})
+	}
+	return ReconcileSource(ctx, cfg, states, repair, env.Logger)
+}
+
+// ReconcileSource runs the reconcile of cfg's sink type: the table
+// reconcile for a postgres sink, the campaign's for a coupon_grants sink.
+// The daemon calls it on cfg.Reconcile.Schedule with its open state store.
+func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.StateReader, repair bool, log *slog.Logger) (*reconcile.Report, error) {
+	switch cfg.Sink.Type {
+	case config.SinkPostgres:
+		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: log})
 	case config.SinkCouponGrants:
 		return nil, fmt.Errorf("source %s: reconcile of a coupon_grants sink is not in this build", cfg.Name)
 	}
