@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
 )
@@ -86,7 +87,15 @@ func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.S
 	case config.SinkPostgres:
 		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: log})
 	case config.SinkCouponGrants:
-		return nil, fmt.Errorf("source %s: reconcile of a coupon_grants sink is not in this build", cfg.Name)
+		rep, err := coupon.Reconcile(ctx, cfg, repair)
+		if err != nil || !rep.Repaired {
+			return rep, err
+		}
+		// Verify the repair, as the table reconcile does.
+		if rep.After, err = coupon.Reconcile(ctx, cfg, false); err != nil {
+			return nil, fmt.Errorf("verify the repair of %s: %w", cfg.Name, err)
+		}
+		return rep, nil
 	}
 	return nil, cfg.Errorf("sink.type", "reconcile does not support sink type %q", cfg.Sink.Type)
 }
@@ -99,7 +108,9 @@ func printReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
 		fmt.Fprintf(w, "nothing compared: %s\n", rep.Boundary)
 		return
 	}
-	fmt.Fprintf(w, "compared: %s\n", rep.Boundary)
+	if rep.Boundary != "" {
+		fmt.Fprintf(w, "compared: %s\n", rep.Boundary)
+	}
 	printCounts(w, "", rep)
 	fmt.Fprintf(w, "rows compared: %d (copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
 		rep.RowsCompared, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
