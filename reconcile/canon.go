@@ -74,11 +74,11 @@ func canon(expr, base, elem string) string {
 	case "float4", "float8":
 		return "encode(float8send((" + expr + ")::float8), 'hex')"
 	case "timestamptz":
-		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01 00:00:00+00' THEN to_char((" + expr + ") AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') ELSE ((" + expr + ") AT TIME ZONE 'UTC')::text END"
+		return dateCanon(expr, "("+expr+") AT TIME ZONE 'UTC'", "'0001-01-01 00:00:00+00'", "YYYY-MM-DD\"T\"HH24:MI:SS.US")
 	case "timestamp":
-		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01 00:00:00' THEN to_char(" + expr + ", 'YYYY-MM-DD\"T\"HH24:MI:SS.US') ELSE (" + expr + ")::text END"
+		return dateCanon(expr, expr, "'0001-01-01 00:00:00'", "YYYY-MM-DD\"T\"HH24:MI:SS.US")
 	case "date":
-		return "CASE WHEN isfinite(" + expr + ") AND " + expr + " >= '0001-01-01' THEN to_char(" + expr + ", 'YYYY-MM-DD') ELSE (" + expr + ")::text END"
+		return dateCanon(expr, expr, "'0001-01-01'", "YYYY-MM-DD")
 	case "json":
 		return "(" + expr + ")::jsonb::text"
 	case "bytea":
@@ -90,6 +90,14 @@ func canon(expr, base, elem string) string {
 			inner + "), ',' ORDER BY u.n) FROM unnest(" + expr + ") WITH ORDINALITY AS u(v, n)), '') || '}' END"
 	}
 	return "(" + expr + ")::text"
+}
+
+// dateCanon formats a date or timestamp with to_char (utc is the value at
+// UTC, for timestamptz), marks years before 1 AD with " BC", and leaves
+// ±infinity as their text, which no setting changes.
+func dateCanon(expr, utc, firstAD, format string) string {
+	return "CASE WHEN isfinite(" + expr + ") THEN to_char(" + utc + ", '" + format + "') || CASE WHEN " + expr + " < " + firstAD +
+		" THEN ' BC' ELSE '' END ELSE (" + expr + ")::text END"
 }
 
 // numericCanon drops trailing fractional zeros (and a bare point) from the
