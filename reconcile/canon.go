@@ -79,6 +79,11 @@ func canon(expr, base, elem string) string {
 		return dateCanon(expr, expr, "'0001-01-01 00:00:00'", "YYYY-MM-DD\"T\"HH24:MI:SS.US")
 	case "date":
 		return dateCanon(expr, expr, "'0001-01-01'", "YYYY-MM-DD")
+	case "interval":
+		// Months, days and microseconds, as the type stores them; not the
+		// text output, which IntervalStyle changes.
+		return "((extract(year from " + expr + ") * 12 + extract(month from " + expr + "))::int8)::text || 'mon ' || (extract(day from " + expr + ")::int8)::text || 'd ' || " +
+			"((extract(hour from " + expr + ") * 3600000000 + extract(minute from " + expr + ") * 60000000 + extract(microseconds from " + expr + "))::int8)::text || 'us'"
 	case "json":
 		return "(" + expr + ")::jsonb::text"
 	case "bytea":

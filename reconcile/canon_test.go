@@ -19,19 +19,19 @@ func TestCanonicalTextIgnoresSettings(t *testing.T) {
 	ctx := context.Background()
 	db.Exec(t, `
 CREATE TABLE a (id int, tz timestamptz, ts timestamp, d date, n numeric, f8 float8, f4 float4, j json, jb jsonb, by bytea,
-  na numeric[], tza timestamptz[], t text, m money);
+  na numeric[], tza timestamptz[], t text, m money, iv interval);
 CREATE TABLE b (id int, tz timestamptz, ts timestamp, d date, n numeric(12,2), f8 float8, f4 float4, j jsonb, jb jsonb, by bytea,
-  na numeric(10,3)[], tza timestamptz[], t varchar(20), m money);
+  na numeric(10,3)[], tza timestamptz[], t varchar(20), m money, iv interval);
 INSERT INTO a VALUES
  (1, '2026-01-01 09:00:00.000001+09', '2026-01-01 00:00:00.5', '2026-01-01', 1.0, 0.1, 0.1, '{"b": 1,  "a": [1.50]}', '{"x": null}', '\x00ff',
-  '{1.0,NULL,2.50}', '{"2026-01-01 00:00:00+00",NULL}', '', 12.5),
- (2, 'infinity', '-infinity', 'infinity', 'NaN', 'NaN', '-0', '[]', '[]', '', '{}', '{}', NULL, NULL),
- (3, '0044-03-15 12:00:00+00 BC', '1999-12-31 23:59:59.999999', '0001-01-01', 100, 1e300, 3.4e38, 'null', '"s"', NULL, NULL, NULL, 'x', 0);
+  '{1.0,NULL,2.50}', '{"2026-01-01 00:00:00+00",NULL}', '', 12.5, '1 year 2 mons 3 days 04:05:06.000007'),
+ (2, 'infinity', '-infinity', 'infinity', 'NaN', 'NaN', '-0', '[]', '[]', '', '{}', '{}', NULL, NULL, NULL),
+ (3, '0044-03-15 12:00:00+00 BC', '1999-12-31 23:59:59.999999', '0001-01-01', 100, 1e300, 3.4e38, 'null', '"s"', NULL, NULL, NULL, 'x', 0, '-1 day 00:00:01');
 INSERT INTO b SELECT * FROM a;`)
 	sessions := []map[string]string{
-		{"TimeZone": "UTC", "DateStyle": "ISO, YMD", "extra_float_digits": "3", "bytea_output": "hex", "lc_monetary": "C"},
-		{"TimeZone": "Asia/Tokyo", "DateStyle": "SQL, DMY", "extra_float_digits": "0", "bytea_output": "escape", "lc_monetary": "C"},
-		{"TimeZone": "America/St_Johns", "DateStyle": "German", "extra_float_digits": "-2", "bytea_output": "hex", "lc_monetary": "C"},
+		{"TimeZone": "UTC", "DateStyle": "ISO, YMD", "extra_float_digits": "3", "bytea_output": "hex", "lc_monetary": "C", "IntervalStyle": "postgres"},
+		{"TimeZone": "Asia/Tokyo", "DateStyle": "SQL, DMY", "extra_float_digits": "0", "bytea_output": "escape", "lc_monetary": "C", "IntervalStyle": "sql_standard"},
+		{"TimeZone": "America/St_Johns", "DateStyle": "German", "extra_float_digits": "-2", "bytea_output": "hex", "lc_monetary": "C", "IntervalStyle": "iso_8601"},
 	}
 	var want []string
 	for i, params := range sessions {
@@ -47,7 +47,7 @@ INSERT INTO b SELECT * FROM a;`)
 			t.Fatal(err)
 		}
 		for _, table := range []string{"a", "b"} {
-			cols, err := describe(ctx, conn, config.Table{Schema: "public", Name: table}, []string{"id", "tz", "ts", "d", "n", "f8", "f4", "j", "jb", "by", "na", "tza", "t", "m"})
+			cols, err := describe(ctx, conn, config.Table{Schema: "public", Name: table}, []string{"id", "tz", "ts", "d", "n", "f8", "f4", "j", "jb", "by", "na", "tza", "t", "m", "iv"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,7 @@ INSERT INTO b SELECT * FROM a;`)
 		conn.Close(ctx)
 	}
 	// NULL and the empty string stay apart, in a value and in an array.
-	if !strings.HasSuffix(want[0], ",'','12.5'") || !strings.HasSuffix(want[1], ",NULL,NULL") {
+	if !strings.HasSuffix(want[0], ",'','12.5','14mon 3d 14706000007us'") || !strings.HasSuffix(want[1], ",NULL,NULL,NULL") {
 		t.Errorf("NULL and '' are not told apart: %q", want)
 	}
 }
