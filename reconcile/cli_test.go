@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"os/exec"
 	"path/filepath"
@@ -34,12 +35,17 @@ func syncd(t *testing.T, bin string, args ...string) (string, string, int) {
 
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "syncd")
-	out, err := exec.Command("go", "build", "-o", bin, "github.com/syncd/syncd/cmd/syncd").CombinedOutput()
-	if err != nil {
-		t.Fatalf("build syncd: %v\n%s", err, out)
+	binOnce.Do(func() {
+		syncdBin = filepath.Join(binDir, "syncd")
+		out, err := exec.Command("go", "build", "-o", syncdBin, "github.com/syncd/syncd/cmd/syncd").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("build syncd: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
 	}
-	return bin
+	return syncdBin
 }
 
 type jsonReport struct {

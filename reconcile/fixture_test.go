@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -19,7 +20,24 @@ import (
 	"github.com/syncd/syncd/watermark"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// syncdBin is the real binary, built once (lazily: only the CLI tests need
+// it) into binDir, which TestMain removes.
+var (
+	binDir   string
+	binOnce  sync.Once
+	syncdBin string
+	binErr   error
+)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "syncd-reconcile-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	pgtest.Main(m, func() { os.RemoveAll(dir) })
+}
 
 // fixture is a source table in one database synced to a copy in another.
 type fixture struct {
