@@ -59,22 +59,22 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 }
 
 // Reconcile reconciles cfg with the watermark read from the state file at
-// statePath, opened read-only with a short wait so that a running daemon
-// is not held up (and, when it holds the file, the error says so).
+// statePath: opened read-only with a short wait and closed at once, or,
+// when a running daemon holds it, read from a private copy.
 func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath string, repair bool) (*reconcile.Report, error) {
 	var states reconcile.StateReader
 	if cfg.Sink.Type == config.SinkPostgres {
-		store, err := watermark.OpenReadOnly(statePath, time.Second)
+		// Read the watermark and let the file go at once: a run --once
+		// started meanwhile must not wait for this reconcile.
+		st, ok, err := watermark.ReadState(statePath, cfg.Name, 2*time.Second)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			// No state file: no watermark, nothing synced; the report says so.
 			fmt.Fprintf(env.Stderr, "syncd reconcile: state file %s does not exist; no row of %s counts as synced (pass --state or set SYNCD_STATE)\n", statePath, cfg.Name)
 		case err != nil:
 			return nil, err
-		default:
-			defer store.Close()
-			states = store
 		}
+		states = reconcile.Watermark{State: st, Found: ok}
 	}
 	return ReconcileSource(ctx, cfg, states, repair, env.Logger)
 }

@@ -35,6 +35,16 @@ type StateReader interface {
 	Get(name string) (watermark.State, bool, error)
 }
 
+// Watermark is a StateReader of one state read beforehand (so that the
+// state file need not stay open while reconcile runs).
+type Watermark struct {
+	State watermark.State
+	Found bool
+}
+
+// Get returns the held state, whatever the name.
+func (w Watermark) Get(string) (watermark.State, bool, error) { return w.State, w.Found, nil }
+
 // ErrNoCopy is wrapped when the sink table does not exist yet.
 var ErrNoCopy = errors.New("the copy does not exist yet")
 
