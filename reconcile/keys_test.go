@@ -41,6 +41,14 @@ INSERT INTO t SELECT g % 7, g, '2026-01-01'::timestamptz + g * interval '1 ms', 
 		change:      `UPDATE t SET val = val + 0.5 WHERE seq = 12`,
 		wantMissing: "0,700", wantExtra: "9,1", wantChanged: "5,12",
 	}, {
+		name: "quoted-identifiers",
+		ddl: `CREATE TABLE t ("Code X" text PRIMARY KEY, "Updated At" timestamptz NOT NULL, "v'al" text, "select" int);
+INSERT INTO t SELECT 'K' || g, '2026-01-01'::timestamptz + g * interval '1 ms', 'v' || g, g FROM generate_series(1, 2000) g`,
+		cursor: `["Updated At", "Code X"]`, key: "",
+		missing: `DELETE FROM t WHERE "Code X" = 'K5'`, extra: `INSERT INTO t VALUES ('K''new', now(), 'x', 1)`,
+		change:      `UPDATE t SET "select" = -1 WHERE "Code X" = 'K1999'`,
+		wantMissing: "K5", wantExtra: "K'new", wantChanged: "K1999",
+	}, {
 		name: "sparse-int",
 		ddl: `CREATE TABLE t (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text);
 INSERT INTO t SELECT CASE WHEN g % 2 = 0 THEN g ELSE g * 1000000000000 END, '2026-01-01'::timestamptz + g * interval '1 ms', 'v' || g FROM generate_series(1, 5000) g`,
