@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/watermark"
 )
 
 // TestScopeWhereAndColumns compares only the selected rows and columns.
@@ -44,4 +45,34 @@ sink:
 	rep = f.reconcile(t, reconcile.Options{})
 	assertKeys(t, "extra", rep.Keys.Extra, "9")
 	assertCounts(t, rep, 0, 1, 0)
+}
+
+// TestBoundaryAfterResync: after `resync --from T` the rows before T count
+// as synced; the others wait for the next run.
+func TestBoundaryAfterResync(t *testing.T) {
+	f := newFixture(t, 1000, "")
+	if err := f.store.Update("items", func(st *watermark.State) error {
+		st.Cursor, st.From = nil, "2026-01-01T00:10:00Z" // rows 1..599
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.dst.Exec(t, `UPDATE public.items_copy SET t = 'x' WHERE id IN (598, 601)`)
+	rep := f.reconcile(t, reconcile.Options{})
+	assertKeys(t, "changed", rep.Keys.Changed, "598")
+	assertCounts(t, rep, 0, 0, 1)
+	if rep.RowsCompared != 599 || rep.SkippedUnsynced != 1 {
+		t.Errorf("compared %d rows, skipped %d; want 599 and row 601", rep.RowsCompared, rep.SkippedUnsynced)
+	}
+	// No watermark at all: nothing is compared, and the report says so.
+	if err := f.store.Update("items", func(st *watermark.State) error {
+		st.Cursor, st.From = nil, ""
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	rep = f.reconcile(t, reconcile.Options{})
+	if !rep.NoWatermark || rep.RowsCompared != 0 || !rep.Equal() {
+		t.Errorf("without a watermark: %+v", rep)
+	}
 }
