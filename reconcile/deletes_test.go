@@ -38,7 +38,9 @@ func TestSoftDeleteRemovesRows(t *testing.T) {
 			if typ.ddl == "boolean" {
 				f.src.Exec(t, "UPDATE t SET deleted = false, updated_at = '2026-02-01' WHERE id = 7") // false is not deleted
 			}
-			f.sync(t)
+			if res := f.sync(t); res.Deleted != 2 {
+				t.Errorf("the run deleted %d rows, want 2", res.Deleted)
+			}
 			if got := copyIDs(t, f, "id < 10"); !equalStrings(got, "1", "2", "3", "4", "7", "8", "9") {
 				t.Fatalf("copy holds %v; want rows 5 and 6 removed", got)
 			}

@@ -52,6 +52,7 @@ type Result struct {
 	Pages   int64
 	Rows    int64 // rows read and applied
 	Written int64 // rows the sink inserted or changed
+	Deleted int64 // rows the sink removed (soft deletes)
 	Cursor  []string
 	// Stopped is true when Stop ended the run before it caught up.
 	Stopped bool
@@ -109,7 +110,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err == nil && rerr != nil {
 		err = rerr
 	}
-	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "duration", time.Since(started).Round(time.Millisecond).String()}
+	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted, "duration", time.Since(started).Round(time.Millisecond).String()}
 	switch {
 	case errors.Is(err, ErrStopped):
 		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)
@@ -199,6 +200,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		res.Pages++
 		res.Rows += int64(p.Len())
 		res.Written += ar.Written
+		res.Deleted += ar.Deleted
 		if o.AfterCommit != nil {
 			if err := o.AfterCommit(res.Pages); err != nil {
 				return res, err
