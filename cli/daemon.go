@@ -11,6 +11,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/reconcile"
 )
 
 // runDaemon is `syncd run` without --once: it holds the state file, wires
@@ -49,9 +50,6 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		}
 	}()
 
-	// Reconcile is left unset until package reconcile has its entry point
-	// (func(ctx, cfg) (*reconcile.Report, error)): until then the daemon
-	// schedules nothing for reconcile sections.
 	return daemon.Run(ctx, daemon.Options{
 		ConfigPath:      c.config,
 		Configs:         cfgs,
@@ -69,5 +67,8 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		},
 		Status: func(cfgs []*config.Config) (any, error) { return BuildStatus(store, cfgs) },
 		Resync: func(name string, from time.Time) error { return Resync(store, name, from) },
+		Reconcile: func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
+			return ReconcileSource(ctx, cfg, store, cfg.Reconcile != nil && cfg.Reconcile.Repair, env.Logger)
+		},
 	})
 }
