@@ -1,11 +1,13 @@
 package syncer_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -90,6 +92,20 @@ func appClockBehind(t *testing.T, lookback string) *fixture {
 func TestAppClockBehindArrivesWithLookback(t *testing.T) {
 	f := appClockBehind(t, "5s")
 	f.assertSame(t)
+}
+
+// What lookback: 0s misses, reconcile reports: exactly the row stamped
+// behind, as missing from the copy.
+func TestAppClockBehindReportedByReconcile(t *testing.T) {
+	f := appClockBehind(t, "0s")
+	c := f.config(t, f.db.URL, "lookback: 0s")
+	rep, err := reconcile.Run(context.Background(), c, f.store, reconcile.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Missing != 1 || rep.Changed != 0 || rep.Extra != 0 || !slices.Equal(rep.Keys.Missing, []string{"6"}) {
+		t.Fatalf("reconcile: missing %d %v, changed %d, extra %d; want exactly id 6 missing", rep.Missing, rep.Keys.Missing, rep.Changed, rep.Extra)
+	}
 }
 
 func TestAppClockBehindMissedWithoutLookback(t *testing.T) {
