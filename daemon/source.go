@@ -165,6 +165,7 @@ func (s *source) reconcile(cfg *config.Config, started time.Time) string {
 	s.d.m.SetReconcileDifferences(cfg.Name, "missing", rep.Missing)
 	s.d.m.SetReconcileDifferences(cfg.Name, "extra", rep.Extra)
 	s.d.m.SetReconcileDifferences(cfg.Name, "changed", rep.Changed)
+	s.d.m.ReconcileRows(cfg.Name, rep.RowsCompared, rep.RowsFetched)
 	attrs := []any{"missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed, "repaired", rep.Repaired, "duration", took}
 	if rep.Equal() {
 		s.log.Info("scheduled reconcile done: the copy equals the source", attrs...)
@@ -217,9 +218,13 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		s.d.m.Page(name, p.Rows, p.Written, wm)
 	}
 	for n := 1; ; n++ {
-		_, err := syncer.Run(s.d.ctx, syncer.Options{
+		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage,
 		})
+		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
+		if c := res.Campaign; c != nil {
+			s.d.m.Campaign(name, c.Targets, c.Granted, c.Missing, c.Extra)
+		}
 		switch {
 		case err == nil:
 			return metrics.OutcomeOK, nil

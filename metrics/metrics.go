@@ -42,6 +42,7 @@ type Metrics struct {
 	reconcileDiffs    *prometheus.GaugeVec
 
 	lag *lagCollector
+	*extra
 }
 
 // New makes the series and registers them on reg.
@@ -114,6 +115,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	reg.MustRegister(m.rowsRead, m.rowsApplied, m.pages, m.duration, m.runs, m.lastSuccess,
 		m.failed, m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration,
 		m.reconcileDiffs, m.lag, build)
+	m.extra = newExtra(reg)
 	return m
 }
 
@@ -144,6 +146,7 @@ func (m *Metrics) RemoveSource(name string) {
 	} {
 		v.DeletePartialMatch(l)
 	}
+	m.extra.remove(l)
 	m.lag.remove(name)
 }
 

@@ -25,6 +25,9 @@ func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 	m.SkippedTick("orders")
 	m.ReconcileDone("orders", metrics.OutcomeOK, time.Second)
 	m.SetReconcileDifferences("orders", "missing", 3)
+	m.ReconcileRows("orders", 1000, 12)
+	m.Bound("orders", time.Now().Add(-3*time.Second), 3*time.Second, 4242)
+	m.Campaign("orders", 10, 9, 1, 0)
 
 	problems, err := promlint.NewWithMetricFamilies(gather(t, reg)).Lint()
 	if err != nil {
@@ -45,6 +48,8 @@ func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 		"syncd_runs_total", "syncd_lag_seconds", "syncd_last_success_timestamp_seconds", "syncd_source_failed",
 		"syncd_retries_total", "syncd_errors_total", "syncd_skipped_ticks_total", "syncd_reconcile_runs_total",
 		"syncd_reconcile_duration_seconds", "syncd_reconcile_differences", "syncd_build_info",
+		"syncd_reconcile_rows_compared_total", "syncd_reconcile_rows_fetched_total", "syncd_read_bound_timestamp_seconds",
+		"syncd_read_bound_held_back_seconds", "syncd_read_bound_holder_pid", "syncd_campaign_grants",
 	} {
 		if !names[want] {
 			t.Errorf("series %s missing", want)

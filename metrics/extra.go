@@ -1,0 +1,83 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// extra holds the series of the commit-safe bound, scheduled reconciles'
+// row counts, and coupon campaigns.
+type extra struct {
+	bound         *prometheus.GaugeVec
+	boundHeldBack *prometheus.GaugeVec
+	boundHolder   *prometheus.GaugeVec
+
+	reconcileCompared *prometheus.CounterVec
+	reconcileFetched  *prometheus.CounterVec
+
+	campaign *prometheus.GaugeVec
+}
+
+func newExtra(reg prometheus.Registerer) *extra {
+	src := []string{"source"}
+	e := &extra{
+		bound: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_read_bound_timestamp_seconds",
+			Help: "Unix time of the commit-safe read bound of the last run: rows stamped at or after it wait for a later run.",
+		}, src),
+		boundHeldBack: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_read_bound_held_back_seconds",
+			Help: "How far the last run's read bound was behind the source's clock (an open transaction or source.settle).",
+		}, src),
+		boundHolder: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_read_bound_holder_pid",
+			Help: "Backend pid of the open source transaction that held the last run's read bound back; 0 when none did.",
+		}, src),
+		reconcileCompared: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_reconcile_rows_compared_total",
+			Help: "Source rows covered by reconciles' checksum comparisons.",
+		}, src),
+		reconcileFetched: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_reconcile_rows_fetched_total",
+			Help: "Rows reconciles fetched from either side to compare value by value.",
+		}, src),
+		campaign: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_campaign_grants",
+			Help: "A coupon campaign's counts after its last run, by state: targets, granted, missing (targets without a grant) and extra (grants that are not targets).",
+		}, []string{"source", "state"}),
+	}
+	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.campaign)
+	return e
+}
+
+func (e *extra) remove(l prometheus.Labels) {
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.campaign,
+	} {
+		v.DeletePartialMatch(l)
+	}
+}
+
+// Bound records the commit-safe read bound of a run (zero bound: none).
+func (m *Metrics) Bound(name string, bound time.Time, heldBack time.Duration, holderPID int32) {
+	if bound.IsZero() {
+		return
+	}
+	m.extra.bound.WithLabelValues(name).Set(float64(bound.UnixNano()) / 1e9)
+	m.extra.boundHeldBack.WithLabelValues(name).Set(heldBack.Seconds())
+	m.extra.boundHolder.WithLabelValues(name).Set(float64(holderPID))
+}
+
+// ReconcileRows counts the rows a reconcile compared and fetched.
+func (m *Metrics) ReconcileRows(name string, compared, fetched int64) {
+	m.extra.reconcileCompared.WithLabelValues(name).Add(float64(compared))
+	m.extra.reconcileFetched.WithLabelValues(name).Add(float64(fetched))
+}
+
+// Campaign records a coupon campaign's counts after a run.
+func (m *Metrics) Campaign(name string, targets, granted, missing, extra int64) {
+	for state, n := range map[string]int64{"targets": targets, "granted": granted, "missing": missing, "extra": extra} {
+		m.extra.campaign.WithLabelValues(name, state).Set(float64(n))
+	}
+}
