@@ -1,0 +1,205 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/internal/pgtest"
+)
+
+// result is what one syncd process did.
+type result struct {
+	Code   int
+	Stdout string
+	Stderr string
+}
+
+func (r result) String() string {
+	return "exit " + strconv.Itoa(r.Code) + "\nstdout:\n" + r.Stdout + "\nstderr:\n" + r.Stderr
+}
+
+// syncd runs the binary to completion with args and env (KEY=VALUE) added
+// to a clean environment.
+func syncd(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append(baseEnv(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	r := result{Stdout: out.String(), Stderr: errb.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.Code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run syncd %v: %v", args, err)
+	}
+	return r
+}
+
+// baseEnv is the environment every syncd process gets: PATH and HOME only,
+// so nothing from the developer's shell (SYNCD_STATE, PG*) leaks in.
+func baseEnv() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.TempDir()}
+}
+
+// writeFile writes content to dir/name and returns the path.
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// tableConfig is a postgres-sink source file for the common tests.
+type tableConfig struct {
+	Name      string
+	SourceDSN string
+	Table     string
+	Cursor    string // YAML list, e.g. "[updated_at, id]"
+	SinkDSN   string
+	SinkTable string
+	PageSize  int
+	Extra     string // more lines under source:
+}
+
+func (c tableConfig) YAML() string {
+	var b strings.Builder
+	b.WriteString("name: " + c.Name + "\nsource:\n  dsn: " + c.SourceDSN + "\n  table: " + yamlQuote(c.Table) + "\n  cursor: " + c.Cursor + "\n")
+	if c.PageSize > 0 {
+		b.WriteString("  page_size: " + strconv.Itoa(c.PageSize) + "\n")
+	}
+	b.WriteString(c.Extra)
+	b.WriteString("sink:\n  dsn: " + c.SinkDSN + "\n  table: " + yamlQuote(c.SinkTable) + "\n")
+	return b.String()
+}
+
+// yamlQuote writes s as a double-quoted YAML scalar.
+func yamlQuote(s string) string {
+	b, _ := json.Marshal(s) // JSON strings are valid YAML double-quoted scalars
+	return string(b)
+}
+
+// status reads `syncd status --json`.
+func status(t *testing.T, config, state string) cli.Status {
+	t.Helper()
+	r := syncd(t, nil, "status", "--json", "--config", config, "--state", state)
+	if r.Code != 0 {
+		t.Fatalf("status: %s", r)
+	}
+	var st cli.Status
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		t.Fatalf("status --json is not JSON: %v\n%s", err, r.Stdout)
+	}
+	return st
+}
+
+// cursorOf returns the stored cursor of source name (nil before the first page).
+func cursorOf(t *testing.T, config, state, name string) []string {
+	t.Helper()
+	for _, s := range status(t, config, state).Sources {
+		if s.Name == name {
+			return s.Cursor
+		}
+	}
+	t.Fatalf("status has no source %s", name)
+	return nil
+}
+
+// compareCursor orders two (timestamp, bigint) cursors; nil sorts first.
+func compareCursor(t *testing.T, a, b []string) int {
+	t.Helper()
+	switch {
+	case a == nil && b == nil:
+		return 0
+	case a == nil:
+		return -1
+	case b == nil:
+		return 1
+	}
+	ta, ok1 := cli.ParsePGTime(a[0])
+	tb, ok2 := cli.ParsePGTime(b[0])
+	if !ok1 || !ok2 {
+		t.Fatalf("cursor timestamps %q, %q do not parse", a[0], b[0])
+	}
+	if c := ta.Compare(tb); c != 0 {
+		return c
+	}
+	ia, err1 := strconv.ParseInt(a[1], 10, 64)
+	ib, err2 := strconv.ParseInt(b[1], 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("cursor ids %q, %q do not parse", a[1], b[1])
+	}
+	switch {
+	case ia < ib:
+		return -1
+	case ia > ib:
+		return 1
+	}
+	return 0
+}
+
+// diff counts rows of a missing from b and rows of b missing from a,
+// comparing every column by value (both tables in db).
+func diff(t *testing.T, db *pgtest.DB, a, b string) (missing, extra int64) {
+	t.Helper()
+	ctx := context.Background()
+	q := "SELECT (SELECT count(*) FROM (TABLE " + a + " EXCEPT ALL TABLE " + b + ") x), (SELECT count(*) FROM (TABLE " + b + " EXCEPT ALL TABLE " + a + ") y)"
+	if err := db.Pool.QueryRow(ctx, q).Scan(&missing, &extra); err != nil {
+		t.Fatalf("compare %s with %s: %v", a, b, err)
+	}
+	return missing, extra
+}
+
+// count returns the row count of a table, or -1 when it does not exist.
+func count(t *testing.T, db *pgtest.DB, table string) int64 {
+	t.Helper()
+	var exists bool
+	if err := db.Pool.QueryRow(context.Background(), "SELECT to_regclass($1) IS NOT NULL", table).Scan(&exists); err != nil {
+		t.Fatal(err)
+	}
+	if !exists {
+		return -1
+	}
+	var n int64
+	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// lines returns the non-empty lines of s.
+func lines(s string) []string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// readBytes returns a file's content, or nil when it does not exist.
+func readBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return b
+}
