@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,8 +83,10 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, req daemo
 }
 
 // Resync moves the watermark of name back to from (the zero time: the start).
+// A stored state that no longer decodes is replaced: resync is the
+// recovery its error message names.
 func Resync(store *watermark.Store, name string, from time.Time) error {
-	return store.Update(name, func(st *watermark.State) error {
+	reset := func(st *watermark.State) {
 		st.Cursor = nil
 		st.From = ""
 		st.ResyncedFrom = "start"
@@ -92,6 +95,15 @@ func Resync(store *watermark.Store, name string, from time.Time) error {
 			st.ResyncedFrom = st.From
 		}
 		st.ResyncedAt = time.Now().UTC()
+	}
+	err := store.Update(name, func(st *watermark.State) error {
+		reset(st)
 		return nil
 	})
+	if errors.Is(err, watermark.ErrCorrupt) {
+		var st watermark.State
+		reset(&st)
+		return store.Replace(name, st)
+	}
+	return err
 }

@@ -49,6 +49,13 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
+	// A stored watermark that does not decode stops the run before any
+	// source is touched, with the resync that replaces it.
+	for _, cfg := range cfgs {
+		if _, _, err := store.Get(cfg.Name); err != nil {
+			return err
+		}
+	}
 
 	ctx, stop, cleanup := stopSignals(ctx)
 	defer cleanup()

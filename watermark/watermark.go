@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -84,6 +85,10 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 
 // open opens the bolt file with opts and checks its format version.
 func open(path string, opts *bolt.Options) (*Store, error) {
+	var size int64
+	if st, err := os.Stat(path); err == nil {
+		size = st.Size()
+	}
 	db, err := openBolt(path, opts)
 	if err != nil {
 		return nil, err
@@ -93,7 +98,36 @@ func open(path string, opts *bolt.Options) (*Store, error) {
 		db.Close()
 		return nil, err
 	}
+	if size > 0 {
+		if err := s.checkPages(size); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	return s, nil
+}
+
+// checkPages refuses a file shorter than its own meta page says (truncated:
+// bbolt would read zeros past the end and forget every watermark) or whose
+// pages do not form a consistent tree (overwritten bytes). The file is small,
+// so walking it on every open is cheap.
+func (s *Store) checkPages(size int64) error {
+	advice := "; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source"
+	return s.db.View(func(tx *bolt.Tx) error {
+		if tx.Size() > size {
+			return fmt.Errorf("state file %s is %d bytes but its pages need %d (truncated): %w%s", s.path, size, tx.Size(), ErrCorrupt, advice)
+		}
+		var first error
+		for err := range tx.Check() {
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("state file %s is damaged (%v): %w%s", s.path, first, ErrCorrupt, advice)
+		}
+		return nil
+	})
 }
 
 func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
@@ -109,6 +143,8 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, opts.Timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
 		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
+	case err != nil && isIOError(err):
+		return nil, fmt.Errorf("open state file %s: %w; syncd must write its state file: make it and its folder writable with free space, or point --state elsewhere", path, err)
 	case err != nil:
 		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && !os.IsPermission(err) {
 			return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
@@ -116,6 +152,13 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 		return nil, fmt.Errorf("open state file %s: %w", path, err)
 	}
 	return db, nil
+}
+
+// isIOError reports whether err comes from the operating system (read-only
+// file system, no space, no permission) rather than from the file's content.
+func isIOError(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno)
 }
 
 func (s *Store) checkVersion() error {
@@ -181,18 +224,31 @@ func (s *Store) Put(name string, st State) error {
 	})
 }
 
+// Replace stores the state of source name without reading the stored one,
+// so that a record which no longer decodes can be overwritten by a resync.
+func (s *Store) Replace(name string, st State) error {
+	raw, err := Encode(st)
+	if err != nil {
+		return err
+	}
+	err = s.db.Update(func(tx *bolt.Tx) error {
+		b, err := sources(tx)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte(name), raw)
+	})
+	if err != nil {
+		return fmt.Errorf("replace watermark of %s in %s: %w", name, s.path, err)
+	}
+	return nil
+}
+
 // Update reads, changes and writes the state of source name in one bbolt
 // transaction.
 func (s *Store) Update(name string, fn func(st *State) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists(bucketMeta)
-		if err != nil {
-			return err
-		}
-		if err := meta.Put(keyVersion, []byte(fmt.Sprint(FormatVersion))); err != nil {
-			return err
-		}
-		b, err := tx.CreateBucketIfNotExists(bucketSources)
+		b, err := sources(tx)
 		if err != nil {
 			return err
 		}
@@ -215,6 +271,19 @@ func (s *Store) Update(name string, fn func(st *State) error) error {
 		return fmt.Errorf("update watermark of %s in %s: %w", name, s.path, err)
 	}
 	return nil
+}
+
+// sources stamps the format version and returns the sources bucket of a
+// write transaction.
+func sources(tx *bolt.Tx) (*bolt.Bucket, error) {
+	meta, err := tx.CreateBucketIfNotExists(bucketMeta)
+	if err != nil {
+		return nil, err
+	}
+	if err := meta.Put(keyVersion, []byte(fmt.Sprint(FormatVersion))); err != nil {
+		return nil, err
+	}
+	return tx.CreateBucketIfNotExists(bucketSources)
 }
 
 // Names lists the sources that have a stored state.

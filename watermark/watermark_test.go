@@ -111,3 +111,62 @@ func TestCorruptFileRefused(t *testing.T) {
 		})
 	}
 }
+
+// A truncated file is refused as damaged and left as it was, instead of
+// being read as empty (which would forget every watermark).
+func TestTruncatedFileIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		if err := s.Put(strings.Repeat("source", 20)+string(rune('a'+i%26))+string(rune('a'+i/26)), State{Cursor: []string{strings.Repeat("x", 500), "1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b[:len(b)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, time.Second); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "resync") {
+		t.Fatalf("open of a truncated file: %v; want ErrCorrupt naming resync", err)
+	}
+	after, _ := os.ReadFile(path)
+	if len(after) != len(b)/2 || string(after) != string(b[:len(b)/2]) {
+		t.Fatal("the truncated file was changed")
+	}
+}
+
+// Replace overwrites a record that no longer decodes, which Update refuses.
+func TestReplaceOverwritesUndecodableRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		b, err := sources(tx)
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("orders"), []byte(`{"v":1,"cursor":[`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Update("orders", func(*State) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("update of a garbled record: %v; want ErrCorrupt", err)
+	}
+	if err := s.Replace("orders", State{From: "2026-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := s.Get("orders")
+	if err != nil || !ok || got.From != "2026-01-01T00:00:00Z" {
+		t.Fatalf("after Replace: %+v ok=%v err=%v", got, ok, err)
+	}
+}

@@ -203,3 +203,5 @@ func readBytes(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+var execCommand = exec.CommandContext
