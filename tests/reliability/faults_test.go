@@ -1,0 +1,281 @@
+package reliability
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/syncd/syncd/internal/pgtest"
+)
+
+// faultTable creates public.src with n rows in pool's database.
+func faultTable(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`CREATE TABLE src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text, n numeric)`,
+		`CREATE UNIQUE INDEX ON src (updated_at, id)`,
+		fmt.Sprintf(`INSERT INTO src SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', repeat('v', g %% 50) || g, g * 1.5 FROM generate_series(1, %d) g`, n),
+		`ANALYZE src`,
+	} {
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// rowHashes maps each row's id to the md5 of its text, for comparing
+// tables on different servers.
+func rowHashes(t *testing.T, pool *pgxpool.Pool, table string) map[int64]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), "SELECT id, md5(x::text) FROM "+table+" x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	var id int64
+	var h string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &h}, func() error {
+		if _, dup := out[id]; dup {
+			return fmt.Errorf("id %d twice in %s", id, table)
+		}
+		out[id] = h
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// sameRows fails unless two tables hold the same rows value by value.
+func sameRows(t *testing.T, src *pgxpool.Pool, srcTable string, dst *pgxpool.Pool, dstTable string) int {
+	t.Helper()
+	a, b := rowHashes(t, src, srcTable), rowHashes(t, dst, dstTable)
+	lost, differ := 0, 0
+	for id, h := range a {
+		switch g, ok := b[id]; {
+		case !ok:
+			lost++
+		case g != h:
+			differ++
+		}
+	}
+	if lost != 0 || differ != 0 || len(a) != len(b) {
+		t.Fatalf("copy differs: %d rows lost, %d different, %d in source, %d in copy", lost, differ, len(a), len(b))
+	}
+	return len(a)
+}
+
+// startRun starts `run --once` and returns a function that waits for it.
+func startRun(t *testing.T, cfg, state string) func() result {
+	t.Helper()
+	cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state)
+	cmd.Env = baseEnv()
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return func() result {
+		err := cmd.Wait()
+		r := result{Stdout: out.String(), Stderr: errb.String()}
+		if ee, ok := err.(*exec.ExitError); ok {
+			r.Code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+}
+
+// faultOutcome checks a run hit by a fault: it either completed (a build
+// that retries) or exited 1 ending with one clear "syncd run:" line that
+// names what failed. It returns "retried" or "exit 1".
+func faultOutcome(t *testing.T, r result, want ...string) string {
+	t.Helper()
+	if r.Code == 0 {
+		return "completed"
+	}
+	if r.Code != 1 {
+		t.Fatalf("want exit 1 or 0 after a fault: %s", r)
+	}
+	ls := lines(r.Stderr)
+	last := ls[len(ls)-1]
+	if !strings.HasPrefix(last, "syncd run: ") {
+		t.Fatalf("the last stderr line is not syncd's error: %s", r)
+	}
+	ok := false
+	for _, w := range want {
+		ok = ok || strings.Contains(last, w)
+	}
+	if !ok {
+		t.Fatalf("error line %q names none of %q", last, want)
+	}
+	t.Logf("fault: %s", last)
+	return "exit 1"
+}
+
+// TestTerminatedConnections: syncd's sessions are ended with
+// pg_terminate_backend in the middle of a run, several times; each hit run
+// fails clearly (or retries), and the next run completes with nothing lost.
+func TestTerminatedConnections(t *testing.T) {
+	db := pgtest.NewDB(t)
+	faultTable(t, db.Pool, 20_000)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "term.yaml", tableConfig{Name: "term", SourceDSN: db.URL, Table: "public.src",
+		Cursor: "[updated_at, id]", SinkDSN: db.URL, SinkTable: "public.copy", PageSize: 50}.YAML())
+	state := filepath.Join(dir, "state.db")
+	ctx := context.Background()
+	hits := 0
+	for i := range 5 {
+		db.Exec(t, `UPDATE src SET updated_at = now(), val = val || '!' WHERE id % 5 = $1`, i)
+		wait := startRun(t, cfg, state)
+		// Let syncd page for a while, then end its sessions.
+		time.Sleep(time.Duration(80+30*i) * time.Millisecond)
+		deadline := time.Now().Add(10 * time.Second)
+		var n int
+		for n == 0 && time.Now().Before(deadline) {
+			if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'syncd' AND pid <> pg_backend_pid()) x`, db.Name).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := wait()
+		if n > 0 && faultOutcome(t, r, "terminat", "connection", "closed", "EOF", "unexpected") == "exit 1" {
+			hits++
+		}
+		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			t.Fatalf("run after the fault: %s", r)
+		}
+		sameRows(t, db.Pool, "src", db.Pool, "copy")
+	}
+	if hits == 0 {
+		t.Fatal("no run was hit by pg_terminate_backend; the fault was not exercised")
+	}
+	t.Logf("REPORT terminate-backend: faults=5 runs_hit=%d lost=0 duplicates=0", hits)
+}
+
+// TestStatementTimeout: the copy is locked by another session and the sink
+// database has a statement_timeout; the run fails clearly, and once the lock
+// is gone the next run completes with nothing lost.
+func TestStatementTimeout(t *testing.T) {
+	db := pgtest.NewDB(t)
+	faultTable(t, db.Pool, 2_000)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "timeout.yaml", tableConfig{Name: "timeout", SourceDSN: db.URL, Table: "public.src",
+		Cursor: "[updated_at, id]", SinkDSN: db.URL, SinkTable: "public.copy", PageSize: 100}.YAML())
+	state := filepath.Join(dir, "state.db")
+	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("first run: %s", r)
+	}
+	before := cursorOf(t, cfg, state, "timeout")
+	db.Exec(t, `ALTER DATABASE `+db.Name+` SET statement_timeout = '300ms'`)
+	db.Exec(t, `UPDATE src SET updated_at = now(), val = 'changed' WHERE id % 3 = 0`)
+
+	ctx := context.Background()
+	locker, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, `LOCK TABLE copy IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outcome := faultOutcome(t, r, "statement timeout")
+	if after := cursorOf(t, cfg, state, "timeout"); outcome == "exit 1" && compareCursor(t, before, after) != 0 {
+		t.Fatalf("the failed run moved the watermark from %v to %v", before, after)
+	}
+	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run after the lock was released: %s", r)
+	}
+	sameRows(t, db.Pool, "src", db.Pool, "copy")
+	t.Logf("REPORT statement-timeout: faults=1 outcome=%q lost=0 duplicates=0", outcome)
+}
+
+// TestServerRestart: the source's server, then the sink's, is stopped and
+// started again in the middle of a run; the hit run fails clearly (or
+// retries) and the next one completes with nothing lost.
+func TestServerRestart(t *testing.T) {
+	ctx := context.Background()
+	cl, err := pgtest.StartCluster(ctx)
+	if err != nil {
+		t.Fatalf("throwaway cluster: %v", err)
+	}
+	defer cl.Destroy(context.WithoutCancel(ctx))
+	local := pgtest.NewDB(t)
+	remote := clusterDB(t, cl)
+	for _, side := range []string{"source", "sink"} {
+		t.Run(side, func(t *testing.T) {
+			srcURL, dstURL, srcPool, dstPool := remote.URL, local.URL, remote.Pool, local.Pool
+			if side == "sink" {
+				srcURL, dstURL, srcPool, dstPool = local.URL, remote.URL, local.Pool, remote.Pool
+			}
+			table, copyT := "src_"+side, "copy_"+side
+			for _, q := range []string{
+				`CREATE TABLE ` + table + ` (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`,
+				`CREATE UNIQUE INDEX ON ` + table + ` (updated_at, id)`,
+				`INSERT INTO ` + table + ` SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', 'v' || g FROM generate_series(1, 40000) g`,
+			} {
+				if _, err := srcPool.Exec(ctx, q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dir := t.TempDir()
+			cfg := writeFile(t, dir, side+".yaml", tableConfig{Name: side, SourceDSN: srcURL, Table: "public." + table,
+				Cursor: "[updated_at, id]", SinkDSN: dstURL, SinkTable: "public." + copyT, PageSize: 50}.YAML())
+			state := filepath.Join(dir, "state.db")
+			wait := startRun(t, cfg, state)
+			time.Sleep(400 * time.Millisecond)
+			if err := cl.Stop(ctx, "immediate"); err != nil {
+				t.Fatal(err)
+			}
+			r := wait()
+			if err := cl.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			outcome := faultOutcome(t, r, side, "connect", "terminat", "EOF", "closed", "unexpected", "shut")
+			if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+				t.Fatalf("run after the restart: %s", r)
+			}
+			n := sameRows(t, srcPool, table, dstPool, copyT)
+			t.Logf("REPORT restart-%s: rows=%d outcome=%q lost=0 duplicates=0", side, n, outcome)
+		})
+	}
+}
+
+// clusterDB creates a database on a throwaway cluster with a small pool.
+func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, cl.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE faults"); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := url.Parse(cl.URL())
+	u.Path = "/faults"
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return &pgtest.DB{Name: "faults", URL: u.String(), Pool: pool}
+}
