@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile
+.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile fuzz soak reliability
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -48,3 +48,19 @@ clean: ## remove build output
 
 mutations: ## break each coupon safeguard in a test build and show which tests catch it (~90 s)
 	./scripts/mutations.sh
+
+FUZZTIME ?= 10s
+FUZZ_TARGETS := ./config:FuzzParse ./config:FuzzParseTable ./watermark:FuzzDecode \
+	./watermark:FuzzCursorRoundTrip ./cli:FuzzParsePGTime ./internal/pgutil:FuzzAppendCopyText
+
+fuzz: ## run every fuzz target for FUZZTIME (default 10s) each
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "fuzz $$pkg $$fn"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
+reliability: ## the crash, fault, bad-input and security suite (tests/reliability)
+	$(GO) test -count=1 -timeout 10m -v ./tests/reliability/
+
+soak: ## long variants of the reliability suite: more kills, larger tables (SYNCD_SOAK=1)
+	SYNCD_SOAK=1 $(GO) test -count=1 -timeout 60m -v ./tests/reliability/
