@@ -84,15 +84,16 @@ func (s *writerStats) add(ins, upd int) {
 
 // logPage is one "page applied" line of a run's debug log.
 type logPage struct {
-	Msg    string   `json:"msg"`
-	Page   int64    `json:"page"`
-	Rows   int      `json:"rows"`
-	Cursor []string `json:"cursor"`
+	Time   time.Time `json:"time"`
+	Msg    string    `json:"msg"`
+	Page   int64     `json:"page"`
+	Rows   int       `json:"rows"`
+	Cursor []string  `json:"cursor"`
 }
 
 // checkRunLog checks one run's log: pages numbered 1, 2, 3... with no gap,
 // cursors strictly increasing, and returns the last logged cursor.
-func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int64) {
+func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int64, first time.Time) {
 	t.Helper()
 	for _, l := range lines(stderr) {
 		var e logPage
@@ -112,9 +113,12 @@ func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int
 		if last != nil && compareCursor(t, last, e.Cursor) >= 0 {
 			t.Fatalf("run %d: page %d ends at %v, not after the previous page's %v", run, e.Page, e.Cursor, last)
 		}
+		if pages == 0 {
+			first = e.Time
+		}
 		last, pages = e.Cursor, e.Page
 	}
-	return last, pages
+	return last, pages, first
 }
 
 func TestKill9DuringSync(t *testing.T) {
@@ -143,6 +147,7 @@ func TestKill9DuringSync(t *testing.T) {
 	defer func() { stopWriter(); wg.Wait() }()
 
 	var prev []string
+	startup := 40 * time.Millisecond // time from exec to the first page, measured
 	live, inLoop, finished, attempts, pagesTotal := 0, 0, 0, 0, int64(0)
 	t0 := time.Now()
 	for live < kills {
@@ -154,14 +159,16 @@ func TestKill9DuringSync(t *testing.T) {
 		cmd.Env = baseEnv()
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
+		startedAt := time.Now()
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		// Start-up takes about 25 ms; most kills land in the page loop,
-		// some during start-up, and fifty runs do not finish the first sync.
-		delay := time.Duration(15+rand.IntN(160)) * time.Millisecond
+		// Most kills land in the page loop, some during start-up (whose
+		// length is measured from the logs), and the kills do not give the
+		// runs enough time to finish the first sync.
+		delay := startup*7/10 + time.Duration(rand.Int64N(int64(startup*6/10+320*time.Millisecond)))
 		killed := false
 		select {
 		case err := <-done:
@@ -181,7 +188,10 @@ func TestKill9DuringSync(t *testing.T) {
 				finished++
 			}
 		}
-		lastLogged, pages := checkRunLog(t, attempts, stderr.String())
+		lastLogged, pages, firstPage := checkRunLog(t, attempts, stderr.String())
+		if !firstPage.IsZero() {
+			startup = (startup*4 + firstPage.Sub(startedAt)) / 5
+		}
 		pagesTotal += pages
 		if killed && pages > 0 {
 			inLoop++
@@ -223,6 +233,6 @@ WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint
 		t.Fatalf("after %d kills the copy differs from the source: %d rows missing or different, %d extra", live, missing, extra)
 	}
 	n := count(t, db, "src")
-	t.Logf("REPORT kill9-table: rows=%d (initial %d, inserted %d, updated %d) kills_mid_run=%d kills_in_page_loop=%d runs_finished=%d pages_logged=%d kill_phase=%s lost=0 duplicates=0",
-		n, rows, ws.inserts, ws.updates, live, inLoop, finished, pagesTotal, killPhase.Round(time.Second))
+	t.Logf("REPORT kill9-table: rows=%d (initial %d, inserted %d, updated %d) kills_mid_run=%d kills_in_page_loop=%d runs_finished=%d pages_logged=%d startup=%s kill_phase=%s lost=0 duplicates=0",
+		n, rows, ws.inserts, ws.updates, live, inLoop, finished, pagesTotal, startup.Round(time.Millisecond), killPhase.Round(time.Second))
 }

@@ -149,10 +149,12 @@ func TestLeastPrivilege(t *testing.T) {
 	reader, rpw := newRole(t, db, "syncd_reader")
 	writer, wpw := newRole(t, db, "syncd_writer")
 	creator, cpw := newRole(t, db, "syncd_creator")
-	// Source: CONNECT, USAGE on the schema, SELECT on the table. Nothing else.
+	// Source: CONNECT, USAGE on the schema, SELECT on the table, pg_read_all_stats.
 	db.Exec(t, `GRANT CONNECT ON DATABASE `+db.Name+` TO `+reader)
 	db.Exec(t, `GRANT USAGE ON SCHEMA app TO `+reader)
 	db.Exec(t, `GRANT SELECT ON app.orders TO `+reader)
+	// The commit-safe bound reads other roles' transactions in pg_stat_activity.
+	db.Exec(t, `GRANT pg_read_all_stats TO `+reader)
 	// Sink (copy made by an administrator): CONNECT, TEMPORARY, USAGE on
 	// the schema, SELECT/INSERT/UPDATE/DELETE on the copy.
 	db.Exec(t, `GRANT CONNECT, TEMPORARY ON DATABASE `+db.Name+` TO `+writer)
