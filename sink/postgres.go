@@ -76,11 +76,32 @@ func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, 
 		return false, nil
 	}
 	for _, col := range cols {
-		if _, ok := existing[col.Name]; !ok {
+		typ, ok := existing[col.Name]
+		if !ok {
 			return true, s.cfg.Errorf("sink.table", "column %q of the source is missing from %s; add it (type %s) or drop the table so syncd creates it", col.Name, s.table, col.Type)
+		}
+		if !sameType(col.Type, typ) {
+			return true, s.cfg.Errorf("sink.table", "column %q is %s in %s but %s in the source; ALTER it to %s or drop the table so syncd creates it", col.Name, typ, s.table, col.Type, col.Type)
 		}
 	}
 	return true, s.checkKey(ctx)
+}
+
+// sameType reports whether a copy column of type dst holds every value of a
+// source column of type src unchanged: the same type, a type modifier aside
+// (numeric(12,2) into numeric), or text into any string type.
+func sameType(src, dst string) bool {
+	base := func(t string) string {
+		if i := strings.IndexByte(t, '('); i >= 0 {
+			t = t[:i] + t[strings.IndexByte(t, ')')+1:]
+		}
+		switch t {
+		case "text", "character varying", "character":
+			return "text"
+		}
+		return t
+	}
+	return src == dst || base(src) == base(dst)
 }
 
 func (s *Postgres) columns(ctx context.Context) (map[string]string, error) {

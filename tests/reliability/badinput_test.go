@@ -29,6 +29,9 @@ func badSource(t *testing.T, db *pgtest.DB) {
 	// A copy that lacks the note column, holding rows that must survive.
 	db.Exec(t, `CREATE TABLE narrow_copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL)`)
 	db.Exec(t, `INSERT INTO narrow_copy SELECT g, now() FROM generate_series(1, 7) g`)
+	// A copy whose note column has another type.
+	db.Exec(t, `CREATE TABLE typed_copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, note integer, doc jsonb, ratio float8, flag bool)`)
+	db.Exec(t, `INSERT INTO typed_copy (id, updated_at) VALUES (1, now())`)
 	// A copy with every column but no unique index on the key.
 	db.Exec(t, `CREATE TABLE nokey_copy (id bigint, updated_at timestamptz, note text, doc jsonb, ratio float8, flag bool)`)
 	db.Exec(t, `INSERT INTO nokey_copy (id) VALUES (1), (2)`)
@@ -67,6 +70,7 @@ func badCases() []badCase {
 		{name: "cursor type float8", files: one(good("public.orders", "[ratio, id]", "public.c1", "")), code: 2, want: []string{"bad.yaml:", "source.cursor", "double precision"}, sink: "public.c1"},
 		{name: "cursor type bool", files: one(good("public.orders", "[flag, id]", "public.c1", "")), code: 2, want: []string{"bad.yaml:", "source.cursor", "boolean"}, sink: "public.c1"},
 		{name: "sink columns do not match", files: one(good("public.orders", "[updated_at, id]", "public.narrow_copy", "")), code: 2, want: []string{"bad.yaml:", "sink.table", "note"}, sink: "public.narrow_copy"},
+		{name: "sink column of another type", files: one(good("public.orders", "[updated_at, id]", "public.typed_copy", "")), code: 2, want: []string{"bad.yaml:", "sink.table", "note", "integer", "text"}, sink: "public.typed_copy"},
 		{name: "sink has no unique key", files: one(good("public.orders", "[updated_at, id]", "public.nokey_copy", "")), code: 2, want: []string{"bad.yaml:", "sink.key", "unique"}, sink: "public.nokey_copy"},
 		{name: "sink table unparsable", files: one(good("public.orders", "[updated_at, id]", `'"unterminated'`, "")), code: 2, want: []string{"bad.yaml:", "sink.table"}},
 		{name: "dsn_file missing", files: one(strings.Replace(good("public.orders", "[updated_at, id]", "public.c1", ""), "dsn: {{DSN}}", "dsn_file: /nonexistent/dsn", 1)), code: 2, want: []string{"bad.yaml:", "source.dsn_file", "/nonexistent/dsn"}, sink: "public.c1"},
@@ -145,7 +149,7 @@ func TestBadInput(t *testing.T) {
 		}
 		tables = append(tables, n)
 	}
-	if got := strings.Join(tables, ","); got != "narrow_copy,nokey_copy,orders" {
-		t.Errorf("tables after the bad inputs: %s; want only narrow_copy, nokey_copy, orders", got)
+	if got := strings.Join(tables, ","); got != "narrow_copy,nokey_copy,orders,typed_copy" {
+		t.Errorf("tables after the bad inputs: %s; want only narrow_copy, nokey_copy, orders, typed_copy", got)
 	}
 }
