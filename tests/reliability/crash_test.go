@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
@@ -147,13 +148,73 @@ func TestKill9DuringSync(t *testing.T) {
 	defer func() { stopWriter(); wg.Wait() }()
 
 	var prev []string
-	startup := 40 * time.Millisecond // time from exec to the first page, measured
-	live, inLoop, finished, attempts, pagesTotal := 0, 0, 0, 0, int64(0)
 	t0 := time.Now()
-	for live < kills {
-		attempts++
-		if attempts > kills*4 {
-			t.Fatalf("only %d of %d attempts killed a running syncd", live, attempts)
+	ks := killLoop(t, cfg, state, kills, func(run int, lastLogged []string) {
+		cur := cursorOf(t, cfg, state, "crash")
+		if compareCursor(t, prev, cur) > 0 {
+			t.Fatalf("after run %d the watermark moved back from %v to %v", run, prev, cur)
+		}
+		if lastLogged != nil && compareCursor(t, lastLogged, cur) > 0 {
+			t.Fatalf("after run %d the watermark %v is behind the last logged page %v", run, cur, lastLogged)
+		}
+		prev = cur
+		if cur == nil || run%5 != 0 {
+			return
+		}
+		// Rows no writer touched and at or before the watermark must be in
+		// the copy exactly: otherwise a page was skipped.
+		var lost int64
+		err := db.Pool.QueryRow(context.Background(), `
+SELECT count(*) FROM src s
+WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint)
+  AND NOT EXISTS (SELECT 1 FROM copy c WHERE c.id = s.id AND (c.*)::text = (s.*)::text)`, started, cur[0], cur[1]).Scan(&lost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lost != 0 {
+			t.Fatalf("after run %d, %d source rows at or before the watermark %v are missing or different in the copy", run, lost, cur)
+		}
+	})
+	stopWriter()
+	wg.Wait()
+	killPhase := time.Since(t0)
+
+	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	if r.Code != 0 {
+		t.Fatalf("final run: %s", r)
+	}
+	missing, extra := diff(t, db, "src", "copy")
+	if missing != 0 || extra != 0 {
+		t.Fatalf("after %d kills the copy differs from the source: %d rows missing or different, %d extra", ks.live, missing, extra)
+	}
+	n := count(t, db, "src")
+	t.Logf("REPORT kill9-table: rows=%d (initial %d, inserted %d, updated %d) %s kill_phase=%s lost=0 duplicates=0",
+		n, rows, ws.inserts, ws.updates, ks, killPhase.Round(time.Second))
+}
+
+// killStats says where the kills of a killLoop landed.
+type killStats struct {
+	live, inLoop, finished, attempts int
+	pages                            int64
+	startup                          time.Duration
+}
+
+func (k killStats) String() string {
+	return fmt.Sprintf("kills_mid_run=%d kills_in_page_loop=%d runs_finished=%d pages_logged=%d startup=%s",
+		k.live, k.inLoop, k.finished, k.pages, k.startup.Round(time.Millisecond))
+}
+
+// killLoop starts `run --once` again and again, sending SIGKILL after a
+// random delay, until kills runs were killed while alive. After each run it
+// checks the run's log (checkRunLog) and calls after with the run number
+// and the last cursor the log reported applied.
+func killLoop(t *testing.T, cfg, state string, kills int, after func(run int, lastLogged []string)) killStats {
+	t.Helper()
+	ks := killStats{startup: 40 * time.Millisecond} // exec to first page, then measured
+	for ks.live < kills {
+		ks.attempts++
+		if ks.attempts > kills*4 {
+			t.Fatalf("only %d of %d attempts killed a running syncd", ks.live, ks.attempts)
 		}
 		cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
 		cmd.Env = baseEnv()
@@ -168,71 +229,35 @@ func TestKill9DuringSync(t *testing.T) {
 		// Most kills land in the page loop, some during start-up (whose
 		// length is measured from the logs), and the kills do not give the
 		// runs enough time to finish the first sync.
-		delay := startup*7/10 + time.Duration(rand.Int64N(int64(startup*6/10+320*time.Millisecond)))
+		delay := ks.startup*7/10 + time.Duration(rand.Int64N(int64(ks.startup*6/10+320*time.Millisecond)))
 		killed := false
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("run %d failed by itself: %v\n%s", attempts, err, stderr.String())
+				t.Fatalf("run %d failed by itself: %v\n%s", ks.attempts, err, stderr.String())
 			}
-			finished++
+			ks.finished++
 		case <-time.After(delay):
 			_ = cmd.Process.Signal(syscall.SIGKILL)
 			err := <-done
 			if ee, ok := err.(*exec.ExitError); ok && ee.Sys().(syscall.WaitStatus).Signaled() {
-				live++
+				ks.live++
 				killed = true
 			} else if err != nil {
-				t.Fatalf("run %d: %v\n%s", attempts, err, stderr.String())
+				t.Fatalf("run %d: %v\n%s", ks.attempts, err, stderr.String())
 			} else {
-				finished++
+				ks.finished++
 			}
 		}
-		lastLogged, pages, firstPage := checkRunLog(t, attempts, stderr.String())
+		lastLogged, pages, firstPage := checkRunLog(t, ks.attempts, stderr.String())
 		if !firstPage.IsZero() {
-			startup = (startup*4 + firstPage.Sub(startedAt)) / 5
+			ks.startup = (ks.startup*4 + firstPage.Sub(startedAt)) / 5
 		}
-		pagesTotal += pages
+		ks.pages += pages
 		if killed && pages > 0 {
-			inLoop++
+			ks.inLoop++
 		}
-		cur := cursorOf(t, cfg, state, "crash")
-		if compareCursor(t, prev, cur) > 0 {
-			t.Fatalf("after run %d the watermark moved back from %v to %v", attempts, prev, cur)
-		}
-		if lastLogged != nil && compareCursor(t, lastLogged, cur) > 0 {
-			t.Fatalf("after run %d the watermark %v is behind the last logged page %v", attempts, cur, lastLogged)
-		}
-		prev = cur
-		if cur != nil && (attempts%5 == 0 || live == kills) {
-			// Rows no writer touched and at or before the watermark must be in
-			// the copy exactly: otherwise a page was skipped.
-			var lost int64
-			err := db.Pool.QueryRow(context.Background(), `
-SELECT count(*) FROM src s
-WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint)
-  AND NOT EXISTS (SELECT 1 FROM copy c WHERE c.id = s.id AND (c.*)::text = (s.*)::text)`, started, cur[0], cur[1]).Scan(&lost)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if lost != 0 {
-				t.Fatalf("after run %d, %d source rows at or before the watermark %v are missing or different in the copy", attempts, lost, cur)
-			}
-		}
+		after(ks.attempts, lastLogged)
 	}
-	stopWriter()
-	wg.Wait()
-	killPhase := time.Since(t0)
-
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
-	if r.Code != 0 {
-		t.Fatalf("final run: %s", r)
-	}
-	missing, extra := diff(t, db, "src", "copy")
-	if missing != 0 || extra != 0 {
-		t.Fatalf("after %d kills the copy differs from the source: %d rows missing or different, %d extra", live, missing, extra)
-	}
-	n := count(t, db, "src")
-	t.Logf("REPORT kill9-table: rows=%d (initial %d, inserted %d, updated %d) kills_mid_run=%d kills_in_page_loop=%d runs_finished=%d pages_logged=%d startup=%s kill_phase=%s lost=0 duplicates=0",
-		n, rows, ws.inserts, ws.updates, live, inLoop, finished, pagesTotal, startup.Round(time.Millisecond), killPhase.Round(time.Second))
+	return ks
 }
