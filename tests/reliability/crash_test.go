@@ -83,7 +83,8 @@ func (s *writerStats) add(ins, upd int) {
 	s.mu.Unlock()
 }
 
-// logPage is one "page applied" line of a run's debug log.
+// logPage is one "page applied" (table) or "page granted" (coupon) line
+// of a run's debug log.
 type logPage struct {
 	Time   time.Time `json:"time"`
 	Msg    string    `json:"msg"`
@@ -105,7 +106,7 @@ func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int
 			}
 			continue
 		}
-		if e.Msg != "page applied" {
+		if e.Msg != "page applied" && e.Msg != "page granted" {
 			continue
 		}
 		if e.Page != pages+1 {
@@ -149,7 +150,7 @@ func TestKill9DuringSync(t *testing.T) {
 
 	var prev []string
 	t0 := time.Now()
-	ks := killLoop(t, cfg, state, kills, func(run int, lastLogged []string) {
+	ks := killLoop(t, cfg, state, kills, 320*time.Millisecond, func(run int, lastLogged []string) {
 		cur := cursorOf(t, cfg, state, "crash")
 		if compareCursor(t, prev, cur) > 0 {
 			t.Fatalf("after run %d the watermark moved back from %v to %v", run, prev, cur)
@@ -205,12 +206,16 @@ func (k killStats) String() string {
 }
 
 // killLoop starts `run --once` again and again, sending SIGKILL after a
-// random delay, until kills runs were killed while alive. After each run it
+// random delay (about the start-up time plus up to spread), until kills
+// runs were killed while alive. After each run it
 // checks the run's log (checkRunLog) and calls after with the run number
 // and the last cursor the log reported applied.
-func killLoop(t *testing.T, cfg, state string, kills int, after func(run int, lastLogged []string)) killStats {
+func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, after func(run int, lastLogged []string)) killStats {
 	t.Helper()
 	ks := killStats{startup: 40 * time.Millisecond} // exec to first page, then measured
+	// A run killed before its first page makes no progress (a campaign's
+	// freeze, for one, takes a while): the next delay grows until one does.
+	cur := spread
 	for ks.live < kills {
 		ks.attempts++
 		if ks.attempts > kills*4 {
@@ -229,7 +234,7 @@ func killLoop(t *testing.T, cfg, state string, kills int, after func(run int, la
 		// Most kills land in the page loop, some during start-up (whose
 		// length is measured from the logs), and the kills do not give the
 		// runs enough time to finish the first sync.
-		delay := ks.startup*7/10 + time.Duration(rand.Int64N(int64(ks.startup*6/10+320*time.Millisecond)))
+		delay := ks.startup*7/10 + time.Duration(rand.Int64N(int64(ks.startup*6/10+cur)))
 		killed := false
 		select {
 		case err := <-done:
@@ -256,6 +261,11 @@ func killLoop(t *testing.T, cfg, state string, kills int, after func(run int, la
 		ks.pages += pages
 		if killed && pages > 0 {
 			ks.inLoop++
+		}
+		if killed && pages == 0 {
+			cur = min(cur*2, 10*time.Second)
+		} else {
+			cur = spread
 		}
 		after(ks.attempts, lastLogged)
 	}

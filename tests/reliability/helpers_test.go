@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -121,7 +122,8 @@ func cursorOf(t *testing.T, config, state, name string) []string {
 	return nil
 }
 
-// compareCursor orders two (timestamp, bigint) cursors; nil sorts first.
+// compareCursor orders two stored cursors column by column: timestamps as
+// instants, integers as numbers, anything else as text; nil sorts first.
 func compareCursor(t *testing.T, a, b []string) int {
 	t.Helper()
 	switch {
@@ -132,24 +134,26 @@ func compareCursor(t *testing.T, a, b []string) int {
 	case b == nil:
 		return 1
 	}
-	ta, ok1 := cli.ParsePGTime(a[0])
-	tb, ok2 := cli.ParsePGTime(b[0])
-	if !ok1 || !ok2 {
-		t.Fatalf("cursor timestamps %q, %q do not parse", a[0], b[0])
+	if len(a) != len(b) {
+		t.Fatalf("cursors %q and %q have different lengths", a, b)
 	}
-	if c := ta.Compare(tb); c != 0 {
-		return c
-	}
-	ia, err1 := strconv.ParseInt(a[1], 10, 64)
-	ib, err2 := strconv.ParseInt(b[1], 10, 64)
-	if err1 != nil || err2 != nil {
-		t.Fatalf("cursor ids %q, %q do not parse", a[1], b[1])
-	}
-	switch {
-	case ia < ib:
-		return -1
-	case ia > ib:
-		return 1
+	for i := range a {
+		var c int
+		ta, ok1 := cli.ParsePGTime(a[i])
+		tb, ok2 := cli.ParsePGTime(b[i])
+		ia, err1 := strconv.ParseInt(a[i], 10, 64)
+		ib, err2 := strconv.ParseInt(b[i], 10, 64)
+		switch {
+		case ok1 && ok2:
+			c = ta.Compare(tb)
+		case err1 == nil && err2 == nil:
+			c = cmp.Compare(ia, ib)
+		default:
+			c = strings.Compare(a[i], b[i])
+		}
+		if c != 0 {
+			return c
+		}
 	}
 	return 0
 }
