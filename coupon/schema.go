@@ -51,6 +51,8 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		keyDefs = append(keyDefs, pgutil.Ident(k.Name)+" "+k.Type+" NOT NULL")
 	}
 	keyList := pgutil.IdentList("", g.keyNames())
+	// One statement per table, in the order of names.
+	names := []string{g.t.campaigns, g.t.grants, g.t.targets}
 	ddl := []string{
 		"CREATE TABLE IF NOT EXISTS " + g.t.campaigns + ` (
   campaign_id  text PRIMARY KEY,
@@ -79,7 +81,17 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))"); err != nil {
 			return err
 		}
-		for _, q := range ddl {
+		for i, q := range ddl {
+			// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when
+			// the table exists: skip it for a table an administrator made,
+			// so that a role with only DML on those tables works.
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", names[i]).Scan(&exists); err != nil {
+				return err
+			}
+			if exists {
+				continue
+			}
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
 			}
