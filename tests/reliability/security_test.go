@@ -6,8 +6,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
-	"slices"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
