@@ -213,11 +213,11 @@ func TestDaemonRidesOutFaults(t *testing.T) {
 	remote := clusterDB(t, cl)
 
 	type fault struct {
-		name             string
-		srcRemote        bool // the source lives on the throwaway cluster
-		sinkRemote       bool
-		inject, recovery func(t *testing.T, d *daemon)
-		kinds            []string // the retry kinds the log must show
+		name       string
+		srcRemote  bool // the source lives on the throwaway cluster
+		sinkRemote bool
+		inject     func(t *testing.T, d *daemon)
+		kinds      []string // the retry kinds the log must show
 	}
 	terminate := func(t *testing.T, d *daemon) {
 		for range 3 {
