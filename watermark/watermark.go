@@ -227,33 +227,28 @@ func (s *Store) Put(name string, st State) error {
 // Replace stores the state of source name without reading the stored one,
 // so that a record which no longer decodes can be overwritten by a resync.
 func (s *Store) Replace(name string, st State) error {
-	raw, err := Encode(st)
-	if err != nil {
-		return err
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b, err := sources(tx)
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(name), raw)
+	return s.update(name, false, func(cur *State) error {
+		*cur = st
+		return nil
 	})
-	if err != nil {
-		return fmt.Errorf("replace watermark of %s in %s: %w", name, s.path, err)
-	}
-	return nil
 }
 
 // Update reads, changes and writes the state of source name in one bbolt
 // transaction.
 func (s *Store) Update(name string, fn func(st *State) error) error {
+	return s.update(name, true, fn)
+}
+
+// update runs fn on the stored state (decoded only when read is set) and
+// writes the result in one bbolt transaction.
+func (s *Store) update(name string, read bool, fn func(st *State) error) error {
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		b, err := sources(tx)
 		if err != nil {
 			return err
 		}
 		var st State
-		if raw := b.Get([]byte(name)); raw != nil {
+		if raw := b.Get([]byte(name)); raw != nil && read {
 			if st, err = Decode(raw); err != nil {
 				return err
 			}

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,18 +136,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// No case created any other table.
-	var tables []string
-	rows, err := db.Pool.Query(context.Background(), `SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace ORDER BY 1`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		tables = append(tables, n)
-	}
+	tables := texts(t, db, `SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace ORDER BY 1`)
 	if got := strings.Join(tables, ","); got != "narrow_copy,nokey_copy,orders,typed_copy" {
 		t.Errorf("tables after the bad inputs: %s; want only narrow_copy, nokey_copy, orders, typed_copy", got)
 	}

@@ -30,6 +30,24 @@ FROM generate_series(1, $1::int) i`, n)
 	return memberIDs(t, db, `SELECT member_id FROM members WHERE last_purchase_at < now() - interval '180 days' ORDER BY member_id`)
 }
 
+// couponYAML is a campaign granting a coupon to every member dormant at
+// the freeze, into public.coupon_grants.
+func couponYAML(name, srcDSN, sinkDSN, campaign string, pageSize int) string {
+	return fmt.Sprintf(`name: %s
+source:
+  dsn: %s
+  table: public.members
+  cursor: [member_id]
+  where: "last_purchase_at < :as_of - interval '180 days'"
+  page_size: %d
+sink:
+  type: coupon_grants
+  dsn: %s
+  table: public.coupon_grants
+  campaign: %s
+`, name, srcDSN, pageSize, sinkDSN, campaign)
+}
+
 func memberIDs(t *testing.T, db *pgtest.DB, q string, args ...any) []int64 {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), q, args...)
@@ -77,19 +95,7 @@ func TestKill9DuringCampaign(t *testing.T) {
 	db.Exec(t, `CREATE TABLE expected_targets AS SELECT unnest($1::bigint[]) AS member_id`, want)
 	db.Exec(t, `ALTER TABLE expected_targets ADD PRIMARY KEY (member_id)`)
 	dir := t.TempDir()
-	cfg := writeFile(t, dir, "camp.yaml", fmt.Sprintf(`name: camp
-source:
-  dsn: %s
-  table: public.members
-  cursor: [member_id]
-  where: "last_purchase_at < :as_of - interval '180 days'"
-  page_size: 100
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.coupon_grants
-  campaign: %s
-`, db.URL, db.URL, campaign))
+	cfg := writeFile(t, dir, "camp.yaml", couponYAML("camp", db.URL, db.URL, campaign, 100))
 	state := filepath.Join(dir, "state.db")
 
 	ctx, stopChurn := context.WithCancel(context.Background())

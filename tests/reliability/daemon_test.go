@@ -204,13 +204,7 @@ func equalNow(t *testing.T, src *pgxpool.Pool, srcTable string, dst *pgxpool.Poo
 // process never exits, and nothing is lost.
 func TestDaemonRidesOutFaults(t *testing.T) {
 	ctx := context.Background()
-	cl, err := pgtest.StartCluster(ctx)
-	if err != nil {
-		t.Fatalf("throwaway cluster: %v", err)
-	}
-	defer cl.Destroy(context.WithoutCancel(ctx))
-	local := pgtest.NewDB(t)
-	remote := clusterDB(t, cl)
+	cl, local, remote := restartable(t)
 
 	type fault struct {
 		name       string
@@ -253,15 +247,7 @@ func TestDaemonRidesOutFaults(t *testing.T) {
 				dst = remote
 			}
 			table, copyT := "d_src_"+f.name, "d_copy_"+f.name
-			for _, q := range []string{
-				`CREATE TABLE ` + table + ` (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`,
-				`CREATE UNIQUE INDEX ON ` + table + ` (updated_at, id)`,
-				`INSERT INTO ` + table + ` SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', 'v' || g FROM generate_series(1, 40000) g`,
-			} {
-				if _, err := src.Pool.Exec(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
+			namedTable(t, src.Pool, table, 40_000)
 			dir := t.TempDir()
 			cfg := writeFile(t, dir, f.name+".yaml", tableConfig{Name: f.name, SourceDSN: src.URL, Table: "public." + table,
 				Cursor: "[updated_at, id]", SinkDSN: dst.URL, SinkTable: "public." + copyT, PageSize: 50,
@@ -294,9 +280,7 @@ func TestDaemonRidesOutFaults(t *testing.T) {
 	t.Run("statement_timeout", func(t *testing.T) {
 		faultTable(t, local.Pool, 0)
 		local.Exec(t, `INSERT INTO src SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', 'v' || g, g FROM generate_series(1, 3000) g`)
-		dir := t.TempDir()
-		cfg := writeFile(t, dir, "st.yaml", tableConfig{Name: "st", SourceDSN: local.URL, Table: "public.src",
-			Cursor: "[updated_at, id]", SinkDSN: local.URL, SinkTable: "public.copy", PageSize: 100}.YAML()+"schedule: \"@every 2s\"\n")
+		cfg, state := srcToCopy(t, local, "st", 100, "schedule: \"@every 2s\"\n")
 		local.Exec(t, `CREATE TABLE copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text, n numeric)`)
 		local.Exec(t, `ALTER DATABASE `+local.Name+` SET statement_timeout = '300ms'`)
 		defer local.Exec(t, `ALTER DATABASE `+local.Name+` RESET statement_timeout`)
@@ -307,7 +291,7 @@ func TestDaemonRidesOutFaults(t *testing.T) {
 		if _, err := locker.Exec(ctx, `SET LOCAL statement_timeout = 0; LOCK TABLE copy IN ACCESS EXCLUSIVE MODE`); err != nil {
 			t.Fatal(err)
 		}
-		d := startDaemon(t, cfg, filepath.Join(dir, "state.db"), nil)
+		d := startDaemon(t, cfg, state, nil)
 		d.waitLog(t, `"kind":"statement_timeout"`, 30*time.Second)
 		time.Sleep(time.Second)
 		if err := locker.Rollback(ctx); err != nil {

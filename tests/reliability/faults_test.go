@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -30,6 +31,30 @@ func faultTable(t *testing.T, pool *pgxpool.Pool, n int) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
+}
+
+// namedTable creates table (id, updated_at, val) with n rows in ties of 100.
+func namedTable(t *testing.T, pool *pgxpool.Pool, table string, n int) {
+	t.Helper()
+	for _, q := range []string{
+		`CREATE TABLE ` + table + ` (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`,
+		`CREATE UNIQUE INDEX ON ` + table + ` (updated_at, id)`,
+		fmt.Sprintf(`INSERT INTO %s SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', 'v' || g FROM generate_series(1, %d) g`, table, n),
+	} {
+		if _, err := pool.Exec(context.Background(), q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+}
+
+// srcToCopy writes a config syncing public.src to public.copy in db (extra
+// lines appended at the top level) and returns it with a state path.
+func srcToCopy(t *testing.T, db *pgtest.DB, name string, pageSize int, extra string) (cfg, state string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg = writeFile(t, dir, name+".yaml", tableConfig{Name: name, SourceDSN: db.URL, Table: "public.src",
+		Cursor: "[updated_at, id]", SinkDSN: db.URL, SinkTable: "public.copy", PageSize: pageSize}.YAML()+extra)
+	return cfg, filepath.Join(dir, "state.db")
 }
 
 // rowHashes maps each row's id to the md5 of its text, for comparing
@@ -129,10 +154,7 @@ func faultOutcome(t *testing.T, r result, want ...string) string {
 func TestTerminatedConnections(t *testing.T) {
 	db := pgtest.NewDB(t)
 	faultTable(t, db.Pool, 20_000)
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "term.yaml", tableConfig{Name: "term", SourceDSN: db.URL, Table: "public.src",
-		Cursor: "[updated_at, id]", SinkDSN: db.URL, SinkTable: "public.copy", PageSize: 50}.YAML())
-	state := filepath.Join(dir, "state.db")
+	cfg, state := srcToCopy(t, db, "term", 50, "")
 	ctx := context.Background()
 	hits := 0
 	for i := range 5 {
@@ -168,10 +190,7 @@ func TestTerminatedConnections(t *testing.T) {
 func TestStatementTimeout(t *testing.T) {
 	db := pgtest.NewDB(t)
 	faultTable(t, db.Pool, 2_000)
-	dir := t.TempDir()
-	cfg := writeFile(t, dir, "timeout.yaml", tableConfig{Name: "timeout", SourceDSN: db.URL, Table: "public.src",
-		Cursor: "[updated_at, id]", SinkDSN: db.URL, SinkTable: "public.copy", PageSize: 100}.YAML())
-	state := filepath.Join(dir, "state.db")
+	cfg, state := srcToCopy(t, db, "timeout", 100, "")
 	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
@@ -207,13 +226,7 @@ func TestStatementTimeout(t *testing.T) {
 // retries) and the next one completes with nothing lost.
 func TestServerRestart(t *testing.T) {
 	ctx := context.Background()
-	cl, err := pgtest.StartCluster(ctx)
-	if err != nil {
-		t.Fatalf("throwaway cluster: %v", err)
-	}
-	defer cl.Destroy(context.WithoutCancel(ctx))
-	local := pgtest.NewDB(t)
-	remote := clusterDB(t, cl)
+	cl, local, remote := restartable(t)
 	for _, side := range []string{"source", "sink"} {
 		t.Run(side, func(t *testing.T) {
 			srcURL, dstURL, srcPool, dstPool := remote.URL, local.URL, remote.Pool, local.Pool
@@ -221,15 +234,7 @@ func TestServerRestart(t *testing.T) {
 				srcURL, dstURL, srcPool, dstPool = local.URL, remote.URL, local.Pool, remote.Pool
 			}
 			table, copyT := "src_"+side, "copy_"+side
-			for _, q := range []string{
-				`CREATE TABLE ` + table + ` (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`,
-				`CREATE UNIQUE INDEX ON ` + table + ` (updated_at, id)`,
-				`INSERT INTO ` + table + ` SELECT g, timestamptz '2026-01-01' + (g / 100) * interval '1 minute', 'v' || g FROM generate_series(1, 40000) g`,
-			} {
-				if _, err := srcPool.Exec(ctx, q); err != nil {
-					t.Fatal(err)
-				}
-			}
+			namedTable(t, srcPool, table, 40_000)
 			dir := t.TempDir()
 			cfg := writeFile(t, dir, side+".yaml", tableConfig{Name: side, SourceDSN: srcURL, Table: "public." + table,
 				Cursor: "[updated_at, id]", SinkDSN: dstURL, SinkTable: "public." + copyT, PageSize: 50}.YAML())
@@ -253,7 +258,30 @@ func TestServerRestart(t *testing.T) {
 	}
 }
 
-// clusterDB creates a database on a throwaway cluster with a small pool.
+var (
+	clusterOnce sync.Once
+	cluster     *pgtest.Cluster
+	clusterErr  error
+)
+
+// restartable returns the package's throwaway cluster (started once, with
+// its own pg_ctl so a test can stop and start it), a database on it, and a
+// database on the shared test server.
+func restartable(t *testing.T) (cl *pgtest.Cluster, local, remote *pgtest.DB) {
+	t.Helper()
+	clusterOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		cluster, clusterErr = pgtest.StartCluster(ctx)
+	})
+	if clusterErr != nil {
+		t.Fatalf("throwaway cluster: %v", clusterErr)
+	}
+	return cluster, pgtest.NewDB(t), clusterDB(t, cluster)
+}
+
+// clusterDB creates a database with a unique name on a throwaway cluster,
+// with a small pool.
 func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
 	t.Helper()
 	ctx := context.Background()
@@ -262,11 +290,15 @@ func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE DATABASE faults"); err != nil {
+	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace("faults_" + t.Name()))
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	u, _ := url.Parse(cl.URL())
-	u.Path = "/faults"
+	u.Path = "/" + name
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
 		t.Fatal(err)
@@ -277,5 +309,5 @@ func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	return &pgtest.DB{Name: "faults", URL: u.String(), Pool: pool}
+	return &pgtest.DB{Name: name, URL: u.String(), Pool: pool}
 }

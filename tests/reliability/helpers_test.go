@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
 )
@@ -185,6 +186,20 @@ func count(t *testing.T, db *pgtest.DB, table string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// texts returns the one text column of a query's rows.
+func texts(t *testing.T, db *pgtest.DB, q string, args ...any) []string {
+	t.Helper()
+	rows, err := db.Pool.Query(context.Background(), q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
 }
 
 // lines returns the non-empty lines of s.

@@ -1,7 +1,6 @@
 package reliability
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,18 +68,7 @@ func TestHostileIdentifiers(t *testing.T) {
 	if n := count(t, db, "public.canary"); n != 0 {
 		t.Fatalf("canary table is gone or changed (count %d): a name was executed as SQL", n)
 	}
-	var cols []string
-	rows, err := db.Pool.Query(context.Background(), `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum`, q(schema)+"."+q(sinkT))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var c string
-		if err := rows.Scan(&c); err != nil {
-			t.Fatal(err)
-		}
-		cols = append(cols, c)
-	}
+	cols := texts(t, db, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum`, q(schema)+"."+q(sinkT))
 	if got, want := strings.Join(cols, "|"), strings.Join([]string{id, ts, note, upper}, "|"); got != want {
 		t.Fatalf("copy columns %q, want %q", got, want)
 	}

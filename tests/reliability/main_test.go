@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,7 +28,12 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	pgtest.Main(m, func() { os.RemoveAll(dir) })
+	pgtest.Main(m, func() {
+		if cluster != nil {
+			cluster.Destroy(context.Background())
+		}
+		os.RemoveAll(dir)
+	})
 }
 
 // soak reports whether the long variants were asked for (make soak).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"slices"
@@ -241,22 +240,10 @@ func TestLeastPrivilegeCoupon(t *testing.T) {
 	sinkDB.Exec(t, `GRANT CONNECT ON DATABASE `+sinkDB.Name+` TO `+writer)
 	sinkDB.Exec(t, `GRANT USAGE ON SCHEMA public TO `+writer)
 
-	run := func(t *testing.T, campaign, grantsRole, grantsPw, table string) {
+	run := func(t *testing.T, campaign, grantsRole, grantsPw string) {
 		t.Helper()
 		dir := t.TempDir()
-		cfg := writeFile(t, dir, "c.yaml", fmt.Sprintf(`name: c
-source:
-  dsn: %s
-  table: public.members
-  cursor: [member_id]
-  where: "last_purchase_at < :as_of - interval '180 days'"
-  page_size: 500
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: %s
-  campaign: %s
-`, roleURL(t, srcDB, reader, rpw), roleURL(t, sinkDB, grantsRole, grantsPw), table, campaign))
+		cfg := writeFile(t, dir, "c.yaml", couponYAML("c", roleURL(t, srcDB, reader, rpw), roleURL(t, sinkDB, grantsRole, grantsPw), campaign, 500))
 		state := filepath.Join(dir, "state.db")
 		for _, args := range [][]string{
 			{"run", "--once", "--config", cfg, "--state", state},
@@ -267,19 +254,19 @@ sink:
 				t.Fatalf("%s with least privileges: %s", args[0], r)
 			}
 		}
-		got := memberIDs(t, sinkDB, `SELECT member_id FROM `+table+` WHERE campaign_id = $1 ORDER BY member_id`, campaign)
+		got := memberIDs(t, sinkDB, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)
 		if !slices.Equal(got, want) {
 			t.Fatalf("%d targets, %d grants", len(want), len(got))
 		}
 	}
 	t.Run("syncd creates the tables", func(t *testing.T) {
-		run(t, "lp-created", creator, cpw, "public.coupon_grants")
+		run(t, "lp-created", creator, cpw)
 	})
 	t.Run("an administrator created the tables", func(t *testing.T) {
 		// The administrator reuses the tables syncd made above (the exact
 		// DDL is in docs/COUPONS.md) and grants the writer only DML on them.
 		sinkDB.Exec(t, `GRANT SELECT, INSERT ON public.coupon_grants, public.coupon_grants_targets TO `+writer)
 		sinkDB.Exec(t, `GRANT SELECT, INSERT, UPDATE ON public.syncd_campaigns TO `+writer)
-		run(t, "lp-granted", writer, wpw, "public.coupon_grants")
+		run(t, "lp-granted", writer, wpw)
 	})
 }

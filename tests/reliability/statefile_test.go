@@ -135,29 +135,11 @@ func TestDamagedStateFile(t *testing.T) {
 			}
 		}, []string{"resync", "--source small"}, true},
 		{"newer format version", func(t *testing.T, p string) {
-			db, err := bolt.Open(p, 0o600, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if err := db.Update(func(tx *bolt.Tx) error {
-				return tx.Bucket([]byte("meta")).Put([]byte("format_version"), []byte(fmt.Sprint(watermark.FormatVersion+1)))
-			}); err != nil {
-				t.Fatal(err)
-			}
+			boltPut(t, p, "meta", "format_version", []byte(fmt.Sprint(watermark.FormatVersion+1)))
 		}, []string{"newer", "resync"}, false},
 		{"record of a newer version", func(t *testing.T, p string) {
-			db, err := bolt.Open(p, 0o600, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer db.Close()
-			if err := db.Update(func(tx *bolt.Tx) error {
-				rec, _ := json.Marshal(map[string]any{"v": watermark.FormatVersion + 1, "cursor": []string{"x"}})
-				return tx.Bucket([]byte("sources")).Put([]byte("small"), rec)
-			}); err != nil {
-				t.Fatal(err)
-			}
+			rec, _ := json.Marshal(map[string]any{"v": watermark.FormatVersion + 1, "cursor": []string{"x"}})
+			boltPut(t, p, "sources", "small", rec)
 		}, []string{"newer", "resync", "--source small"}, true},
 	}
 	for _, d := range damages {
@@ -195,6 +177,22 @@ func TestDamagedStateFile(t *testing.T) {
 			s.mustRun(t)
 			s.equal(t)
 		})
+	}
+}
+
+// boltPut writes one key of one bucket of a bbolt file, as another
+// program (a newer syncd) would.
+func boltPut(t *testing.T, path, bucket, key string, value []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(bucket)).Put([]byte(key), value)
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
