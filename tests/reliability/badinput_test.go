@@ -136,7 +136,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// No case created any other table.
-	tables := texts(t, db, `SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace ORDER BY 1`)
+	tables := column[string](t, db, `SELECT relname FROM pg_class WHERE relkind = 'r' AND relnamespace = 'public'::regnamespace ORDER BY 1`)
 	if got := strings.Join(tables, ","); got != "narrow_copy,nokey_copy,orders,typed_copy" {
 		t.Errorf("tables after the bad inputs: %s; want only narrow_copy, nokey_copy, orders, typed_copy", got)
 	}

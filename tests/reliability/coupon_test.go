@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgtest"
 )
 
@@ -27,7 +26,7 @@ SELECT i,
   CASE WHEN abs(hashint4(i)) % 10 < 4 THEN now() - interval '400 days' - i * interval '1 second' ELSE now() - interval '10 days' END
 FROM generate_series(1, $1::int) i`, n)
 	db.Exec(t, `ANALYZE members`)
-	return memberIDs(t, db, `SELECT member_id FROM members WHERE last_purchase_at < now() - interval '180 days' ORDER BY member_id`)
+	return column[int64](t, db, `SELECT member_id FROM members WHERE last_purchase_at < now() - interval '180 days' ORDER BY member_id`)
 }
 
 // couponYAML is a campaign granting a coupon to every member dormant at
@@ -46,19 +45,6 @@ sink:
   table: public.coupon_grants
   campaign: %s
 `, name, srcDSN, pageSize, sinkDSN, campaign)
-}
-
-func memberIDs(t *testing.T, db *pgtest.DB, q string, args ...any) []int64 {
-	t.Helper()
-	rows, err := db.Pool.Query(context.Background(), q, args...)
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return out
 }
 
 // shopChurn changes members until ctx ends the way a live shop does: dormant
@@ -133,7 +119,7 @@ WHERE g.campaign_id = $1`, campaign).Scan(&total, &distinct, &outside)
 	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("final run: %s", r)
 	}
-	got := memberIDs(t, db, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)
+	got := column[int64](t, db, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)
 	if !slices.Equal(got, want) {
 		t.Fatalf("after %d kills: %d targets, %d grants", ks.live, len(want), len(got))
 	}

@@ -188,14 +188,14 @@ func count(t *testing.T, db *pgtest.DB, table string) int64 {
 	return n
 }
 
-// texts returns the one text column of a query's rows.
-func texts(t *testing.T, db *pgtest.DB, q string, args ...any) []string {
+// column returns the one column of a query's rows.
+func column[T any](t *testing.T, db *pgtest.DB, q string, args ...any) []T {
 	t.Helper()
 	rows, err := db.Pool.Query(context.Background(), q, args...)
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	out, err := pgx.CollectRows(rows, pgx.RowTo[T])
 	if err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}

@@ -68,7 +68,7 @@ func TestHostileIdentifiers(t *testing.T) {
 	if n := count(t, db, "public.canary"); n != 0 {
 		t.Fatalf("canary table is gone or changed (count %d): a name was executed as SQL", n)
 	}
-	cols := texts(t, db, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum`, q(schema)+"."+q(sinkT))
+	cols := column[string](t, db, `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 ORDER BY attnum`, q(schema)+"."+q(sinkT))
 	if got, want := strings.Join(cols, "|"), strings.Join([]string{id, ts, note, upper}, "|"); got != want {
 		t.Fatalf("copy columns %q, want %q", got, want)
 	}

@@ -254,7 +254,7 @@ func TestLeastPrivilegeCoupon(t *testing.T) {
 				t.Fatalf("%s with least privileges: %s", args[0], r)
 			}
 		}
-		got := memberIDs(t, sinkDB, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)
+		got := column[int64](t, sinkDB, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)
 		if !slices.Equal(got, want) {
 			t.Fatalf("%d targets, %d grants", len(want), len(got))
 		}
