@@ -188,6 +188,10 @@ WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint
 	if missing != 0 || extra != 0 {
 		t.Fatalf("after %d kills the copy differs from the source: %d rows missing or different, %d extra", ks.live, missing, extra)
 	}
+	// syncd's own value-level reconcile agrees.
+	if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "crash"); r.Code != 0 {
+		t.Fatalf("reconcile after the kills: %s", r)
+	}
 	n := count(t, db, "src")
 	t.Logf("REPORT kill9-table: rows=%d (initial %d, inserted %d, updated %d) %s kill_phase=%s lost=0 duplicates=0",
 		n, rows, ws.inserts, ws.updates, ks, killPhase.Round(time.Second))

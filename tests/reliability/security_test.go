@@ -212,6 +212,9 @@ func TestLeastPrivilege(t *testing.T) {
 			if missing, extra := diff(t, db, "app.orders", tc.table); missing != 0 || extra != 0 {
 				t.Fatalf("copy differs: %d missing, %d extra", missing, extra)
 			}
+			if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "lp"); r.Code != 0 {
+				t.Fatalf("reconcile with least privileges: %s", r)
+			}
 		})
 	}
 }

@@ -154,6 +154,7 @@ func TestDamagedStateFile(t *testing.T) {
 				{"run", "--once", "--config", s.cfg, "--state", s.state},
 				{"status", "--config", s.cfg, "--state", s.state},
 				{"status", "--json", "--config", s.cfg, "--state", s.state},
+				{"reconcile", "--config", s.cfg, "--state", s.state, "--source", "small"},
 			} {
 				r := syncd(t, nil, args...)
 				line := oneLine(t, r, 1, append([]string{s.state}, d.want...)...)
