@@ -150,7 +150,7 @@ func TestKill9DuringSync(t *testing.T) {
 
 	var prev []string
 	t0 := time.Now()
-	ks := killLoop(t, cfg, state, kills, 320*time.Millisecond, func(run int, lastLogged []string) {
+	ks := killLoop(t, cfg, state, kills, 200*time.Millisecond, func(run int, lastLogged []string) {
 		cur := cursorOf(t, cfg, state, "crash")
 		if compareCursor(t, prev, cur) > 0 {
 			t.Fatalf("after run %d the watermark moved back from %v to %v", run, prev, cur)
