@@ -80,28 +80,35 @@ func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, 
 		if !ok {
 			return true, s.cfg.Errorf("sink.table", "column %q of the source is missing from %s; add it (type %s) or drop the table so syncd creates it", col.Name, s.table, col.Type)
 		}
-		if !sameType(col.Type, typ) {
-			return true, s.cfg.Errorf("sink.table", "column %q is %s in %s but %s in the source; ALTER it to %s or drop the table so syncd creates it", col.Name, typ, s.table, col.Type, col.Type)
+		ok, err = s.assignable(ctx, col.Type, typ)
+		if err != nil {
+			return true, err
+		}
+		if !ok {
+			return true, s.cfg.Errorf("sink.table", "column %q is %s in %s but %s in the source, and PostgreSQL cannot store one in the other; ALTER it to %s or drop the table so syncd creates it", col.Name, typ, s.table, col.Type, col.Type)
 		}
 	}
 	return true, s.checkKey(ctx)
 }
 
-// sameType reports whether a copy column of type dst holds every value of a
-// source column of type src unchanged: the same type, a type modifier aside
-// (numeric(12,2) into numeric), or text into any string type.
-func sameType(src, dst string) bool {
-	base := func(t string) string {
-		if i := strings.IndexByte(t, '('); i >= 0 {
-			t = t[:i] + t[strings.IndexByte(t, ')')+1:]
-		}
-		switch t {
-		case "text", "character varying", "character":
-			return "text"
-		}
-		return t
+// assignable reports whether a copy column of type dst can store the
+// values of a source column of type src: the same type (modifiers aside), or
+// one PostgreSQL converts by an implicit or assignment cast (varchar into
+// text, integer into bigint, json into jsonb), as INSERT would.
+func (s *Postgres) assignable(ctx context.Context, src, dst string) (bool, error) {
+	if src == dst {
+		return true, nil
 	}
-	return src == dst || base(src) == base(dst)
+	// A source type unknown in the sink database (an enum copied as text,
+	// say) cannot be judged here: COPY will tell.
+	var ok bool
+	err := s.conn.QueryRow(ctx, `
+SELECT to_regtype($1) IS NULL OR to_regtype($1) = to_regtype($2) OR EXISTS (
+  SELECT 1 FROM pg_cast WHERE castsource = to_regtype($1) AND casttarget = to_regtype($2) AND castcontext IN ('a', 'i'))`, src, dst).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("compare column types %s and %s of sink table %s: %w", src, dst, s.table, err)
+	}
+	return ok, nil
 }
 
 func (s *Postgres) columns(ctx context.Context) (map[string]string, error) {
