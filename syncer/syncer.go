@@ -115,7 +115,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	case errors.Is(err, ErrStopped):
 		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)
 	case err != nil:
-		log.Error("run failed", append(attrs, "err", err)...)
+		// The caller reports the failure once: run --once as its one-line
+		// reason on stderr, the daemon with its retry decision.
+		log.Debug("run failed", append(attrs, "err", err)...)
 	default:
 		log.Info("run done", attrs...)
 	}

@@ -239,6 +239,9 @@ func TestUsageAndRuntimeExitCodes(t *testing.T) {
 	if !strings.Contains(r.stderr, "connect to source database postgres@127.0.0.1:1/none") || strings.Contains(r.stderr, "hunter2secret") {
 		t.Fatalf("stderr should name the source without its password:\n%s", r.stderr)
 	}
+	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "syncd run: ") {
+		t.Fatalf("a failed run should print one line on stderr, got %d:\n%s", len(lines), r.stderr)
+	}
 }
 
 // validate warns when the page query would sort the table on every page,
