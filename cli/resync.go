@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/watermark"
 )
@@ -36,8 +37,12 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 		}
 		fromTime = t.UTC()
 	}
-	if _, err := load(env, c.config, *name); err != nil {
+	cfgs, err := load(env, c.config, *name)
+	if err != nil {
 		return err
+	}
+	if cfg := cfgs[0]; cfg.Sink.Type == config.SinkCouponGrants {
+		return cfg.Errorf("sink.type", "source %s is a coupon campaign: its progress lives in the grants database, so resync does not apply; re-running it is always safe, and a new target set needs a new sink.campaign (docs/COUPONS.md)", cfg.Name)
 	}
 	store, err := openState(c.state)
 	if isLocked(err) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -213,5 +214,29 @@ func TestBinaryFailsLoudlyWhenNotReconciled(t *testing.T) {
 	validate.Stdout, validate.Stderr = &out, &out
 	if err := validate.Run(); exitCode(err) != 2 || !strings.Contains(out.String(), "comeback.yaml:6: source.where: campaign comeback-2026-10 was frozen at") {
 		t.Fatalf("validate with a changed where: exit %d; want 2 naming comeback.yaml:6 source.where\n%s", exitCode(err), out.String())
+	}
+}
+
+// resync does not apply to a campaign (its progress lives in the grants
+// database): it exits 2 naming the source and what to do instead, and
+// leaves the state file alone.
+func TestResyncRefusesACampaign(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	newMembers(t, db)
+	cfgPath := writeConfig(t, configYAML(db, db, 50))
+	statePath := filepath.Join(t.TempDir(), "state.db")
+	var out bytes.Buffer
+	cmd := exec.Command(syncdBin, "resync", "--source", "comeback", "--from-start", "--config", cfgPath, "--state", statePath)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "sink.type: source comeback is a coupon campaign") {
+		t.Fatalf("resync of a campaign: exit %d, want 2 with a line saying why:\n%s", code, out.String())
+	}
+	if n := count(t, db, "SELECT count(*) FROM pg_tables WHERE tablename = 'coupon_grants'"); n != 0 {
+		t.Fatal("resync of a campaign created the grants table")
+	}
+	if _, err := os.Stat(statePath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("resync of a campaign created the state file (stat: %v)", err)
 	}
 }
