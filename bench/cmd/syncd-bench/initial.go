@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+)
+
+// ensureItems creates the source table items with n rows (once) and an
+// empty copy with its primary key in the sink database.
+func (b *bench) ensureItems(ctx context.Context) error {
+	if b.rows > 0 {
+		return nil
+	}
+	n := b.o.rows(1_000_000)
+	fmt.Fprintf(os.Stderr, "syncd-bench: generating %d rows ...\n", n)
+	if _, err := b.src.Exec(ctx, itemsDDL("items")); err != nil {
+		return err
+	}
+	if err := fill(ctx, b.src, "items", 1, n); err != nil {
+		return err
+	}
+	if _, err := b.src.Exec(ctx, "CREATE INDEX items_cursor ON items (updated_at, id)"); err != nil {
+		return err
+	}
+	if _, err := b.src.Exec(ctx, "VACUUM ANALYZE items"); err != nil {
+		return err
+	}
+	if _, err := b.dst.Exec(ctx, itemsDDL("items")); err != nil {
+		return err
+	}
+	b.rows = n
+	return nil
+}
+
+// emptyCopy truncates the sink table and checkpoints, so every timed run
+// starts from the same state.
+func (b *bench) emptyCopy(ctx context.Context, table string) error {
+	if _, err := b.dst.Exec(ctx, "TRUNCATE "+table); err != nil {
+		return err
+	}
+	_, err := b.admin.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+const orderedItems = "SELECT " + itemCols + " FROM items ORDER BY updated_at, id"
+
+// limitCopy is one run of the initial-sync limit into the empty sink items.
+func (b *bench) limitCopy(ctx context.Context) (time.Duration, error) {
+	if err := b.emptyCopy(ctx, "items"); err != nil {
+		return 0, err
+	}
+	return b.pipeCopy(ctx, b.srcDB, orderedItems, b.dstDB, "items ("+itemCols+")")
+}
+
+// syncdInitial is one initial sync of items into the empty sink items.
+func (b *bench) syncdInitial(ctx context.Context, pageSize int) (syncdResult, error) {
+	name := fmt.Sprintf("initial-%d", pageSize)
+	cfg, err := b.itemsConfig(name, "items", "items", pageSize, "")
+	if err != nil {
+		return syncdResult{}, err
+	}
+	state := b.statePath(name)
+	os.Remove(state)
+	if err := b.emptyCopy(ctx, "items"); err != nil {
+		return syncdResult{}, err
+	}
+	r, err := b.syncd(ctx, "run", "--once", "--config", cfg, "--state", state)
+	if err != nil {
+		return r, err
+	}
+	n, err := count(ctx, b.dst, "items")
+	if err != nil {
+		return r, err
+	}
+	if n != int64(b.rows) {
+		return r, fmt.Errorf("the copy has %d rows after an initial sync of %d", n, b.rows)
+	}
+	return r, nil
+}
+
+var limitMedian time.Duration // of the initial sync, for the page-size plot
+
+func (b *bench) initialSync(ctx context.Context, t *table) error {
+	if err := b.ensureItems(ctx); err != nil {
+		return err
+	}
+	var lim, syn []time.Duration
+	var rss []int64
+	for i := range b.o.runs {
+		d, err := b.limitCopy(ctx)
+		if err != nil {
+			return err
+		}
+		lim = append(lim, d)
+		r, err := b.syncdInitial(ctx, 1000)
+		if err != nil {
+			return err
+		}
+		syn = append(syn, r.wall)
+		rss = append(rss, r.maxRSS)
+		fmt.Fprintf(os.Stderr, "  run %d: limit %s, syncd %s (peak RSS %s)\n", i+1, fmtDur(d), fmtDur(r.wall), fmtMB(r.maxRSS))
+	}
+	same, err := sameContent(ctx, b.src, "items", b.dst, "items")
+	if err != nil {
+		return err
+	}
+	if !same {
+		return fmt.Errorf("the copy differs from the source after the initial sync")
+	}
+	limitMedian = median(lim)
+	ls, ss := rate(b.rows, median(lim)), rate(b.rows, median(syn))
+	t.add(row{
+		name:   fmt.Sprintf("initial sync, %s rows, page 1000", fmtRows(b.rows)),
+		syncd:  fmt.Sprintf("%s (%s)", fmtRate(ss), fmtDur(median(syn))),
+		limit:  fmt.Sprintf("%s (%s)", fmtRate(ls), fmtDur(median(lim))),
+		ratio:  fmt.Sprintf("%.2f", ss/ls),
+		target: ">= 0.80",
+		note:   fmt.Sprintf("peak RSS %s (max %s; target < 100 MB); runs syncd %s, limit %s", fmtMB(median(rss)), fmtMB(maxOf(rss)), durs(syn), durs(lim)),
+	})
+	return nil
+}
+
+func maxOf(xs []int64) int64 {
+	var m int64
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
