@@ -19,6 +19,11 @@ type Page struct {
 	Rows [][][]byte
 	// Last is the cursor of the last row, one text value per cursor column.
 	Last []string
+	// Binary, when set, says that every value of Rows is in PostgreSQL's
+	// binary send format instead of text. The source reads binary only when
+	// the sink asked for it (sink.BinaryWriter) and every column's type is
+	// built in and the same on both sides.
+	Binary bool
 }
 
 // Len is the number of rows in the page.

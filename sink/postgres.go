@@ -25,6 +25,7 @@ type Postgres struct {
 	copySQL    string
 	upsertSQL  string
 	deleteSQL  string // soft deletes; "" when there is no deleted_column or they are kept
+	fp         fastPath // see fastpath.go
 }
 
 var _ Sink = (*Postgres)(nil)
@@ -62,7 +63,7 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 	}
 	s.cols = cols
 	s.build()
-	return nil
+	return s.prepareFast(ctx, cols)
 }
 
 // Check verifies an existing copy against the source columns without
@@ -226,6 +227,9 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	if len(p.Rows) == 0 {
 		return Result{}, nil
 	}
+	if res, ok, err := s.applyFast(ctx, p); ok || err != nil {
+		return res, err
+	}
 	var res Result
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		if !s.stageReady {
@@ -233,9 +237,8 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 				return err
 			}
 		}
-		s.buf.Reset()
-		pgutil.AppendCopyText(&s.buf, p.Rows)
-		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &s.buf, s.copySQL); err != nil {
+		encode(&s.buf, p)
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, &s.buf, s.stageCopySQL(p)); err != nil {
 			return fmt.Errorf("copy page into staging: %w", err)
 		}
 		if s.deleteSQL != "" {

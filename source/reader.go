@@ -37,6 +37,9 @@ type Reader struct {
 	Table *Table
 	sel   string // SELECT ... FROM ... (without WHERE)
 	order string
+	// formats are the result formats of sel's columns when UseBinary was
+	// called: binary for the columns, text for the trailing cursor copies.
+	formats []int16
 }
 
 // Open connects to the source and describes its table.
@@ -114,33 +117,37 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 // ReadPage reads at most limit rows from pos in cursor order.
 func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Page, error) {
 	q, params := r.PageQuery(pos, limit)
-	var p page.Page
+	p := page.Page{Binary: r.formats != nil}
+	n := len(r.Table.Columns)
+	var mem arena
+	var last []byte // the trailing text cursor of the latest row
+	var ends []int
 	err := r.exec(ctx, q, params, func(vals [][]byte) {
-		row := make([][]byte, len(vals))
-		// One allocation per row for all its values.
-		n := 0
-		for _, v := range vals {
-			n += len(v)
-		}
-		buf := make([]byte, 0, n)
-		for i, v := range vals {
-			if v == nil {
-				continue
+		p.Rows = append(p.Rows, mem.row(vals, n))
+		if p.Binary {
+			last, ends = last[:0], ends[:0]
+			for _, v := range vals[n:] {
+				last = append(last, v...)
+				ends = append(ends, len(last))
 			}
-			start := len(buf)
-			buf = append(buf, v...)
-			row[i] = buf[start:len(buf):len(buf)]
 		}
-		p.Rows = append(p.Rows, row)
 	})
 	if err != nil {
 		return page.Page{}, fmt.Errorf("read page of %s: %w", r.Table.Ident, err)
 	}
-	if n := len(p.Rows); n > 0 {
-		last := p.Rows[n-1]
+	if k := len(p.Rows); k > 0 {
 		p.Last = make([]string, len(r.Table.CursorIdx))
 		for i, idx := range r.Table.CursorIdx {
-			p.Last[i] = string(last[idx])
+			if p.Binary {
+				// The text copies of the cursor trail the binary columns.
+				start := 0
+				if i > 0 {
+					start = ends[i-1]
+				}
+				p.Last[i] = string(last[start:ends[i]])
+			} else {
+				p.Last[i] = string(p.Rows[k-1][idx])
+			}
 		}
 	}
 	return p, nil
@@ -153,7 +160,7 @@ func (r *Reader) exec(ctx context.Context, q string, params []string, row func([
 	for i, p := range params {
 		vals[i] = []byte(p)
 	}
-	rr := r.conn.PgConn().ExecParams(ctx, q, vals, nil, nil, nil)
+	rr := r.conn.PgConn().ExecParams(ctx, q, vals, nil, nil, r.formats)
 	for rr.NextRow() {
 		row(rr.Values())
 	}

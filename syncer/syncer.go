@@ -160,6 +160,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return res, err
 	}
+	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
+		src.UseBinary()
+	}
 
 	pos, err := startPosition(c, src.Table, st)
 	if err != nil {
