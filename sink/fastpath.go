@@ -22,6 +22,10 @@ type BinaryWriter interface {
 
 var _ BinaryWriter = (*Postgres)(nil)
 
+// optimisticAfter is how many probed pages in a row must go fast before
+// the fast path stops probing.
+const optimisticAfter = 4
+
 // firstUserOID is PostgreSQL's FirstNormalObjectId: types below it are
 // built in, with the same OID and binary format on every server.
 const firstUserOID = 16384
@@ -36,14 +40,16 @@ const firstUserOID = 16384
 // upsert, with the same result.
 //
 // To avoid paying for that failed COPY on every page of an incremental
-// run, the fast path is optimistic only while it is winning (the copy was
-// empty when the run started, or the last page went fast); otherwise it
-// first asks the server with one cheap probe whether any key of the page is
-// stored, and takes the upsert directly when one is.
+// run, the fast path is optimistic only while it is clearly winning (the
+// copy was empty when the run started, or the last few pages were probed
+// and went fast); otherwise it first asks the server with one cheap probe
+// whether any key of the page is stored, and takes the upsert directly
+// when one is.
 type fastPath struct {
 	enabled    bool // single-column key, no soft deletes
 	binary     bool // every column built in and of the same type on both sides
 	optimistic bool // COPY without probing first
+	streak     int  // probed pages in a row that went fast
 	keyIdx     int
 	keyElemOID  uint32 // element and array type of the binary key array
 	keyArrayOID uint32
@@ -139,6 +145,7 @@ func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok b
 		}
 		if stored {
 			fp.Upserted++
+			fp.streak = 0
 			return Result{}, false, nil
 		}
 	}
@@ -160,13 +167,16 @@ func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok b
 		// error comes back from the upsert with its own message.
 		fp.Conflicts++
 		fp.Upserted++
-		fp.optimistic = false
+		fp.optimistic, fp.streak = false, 0
 		return Result{}, false, nil
 	case err != nil:
 		return Result{}, false, fmt.Errorf("apply page to %s: copy: %w", s.table, err)
 	}
 	fp.Fast++
-	fp.optimistic = true
+	if !fp.optimistic {
+		fp.streak++
+		fp.optimistic = fp.streak >= optimisticAfter
+	}
 	return res, true, nil
 }
 

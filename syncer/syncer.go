@@ -176,6 +176,8 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// watermark; the watermark must not move back, so it is held until a
 	// page ends past it.
 	behind := st.Cursor != nil && pos.After == nil
+	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
+	defer fetch.wait() // before src.Close (deferred above)
 	for {
 		select {
 		case <-o.Stop:
@@ -186,12 +188,16 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("sync %s: %w", c.Name, err)
 		}
-		p, err := src.ReadPage(ctx, pos, c.Source.PageSize)
+		p, err := fetch.read(ctx, pos)
 		if err != nil {
 			return res, err
 		}
 		if p.Len() == 0 {
 			return res, nil
+		}
+		next := source.Position{After: p.Last, Before: pos.Before}
+		if !behind && p.Len() == c.Source.PageSize {
+			fetch.ahead(ctx, next) // while this page is written
 		}
 		if err := lock.Check(ctx); err != nil {
 			return res, err
@@ -231,7 +237,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		if p.Len() < c.Source.PageSize {
 			return res, nil
 		}
-		pos = source.Position{After: p.Last, Before: pos.Before}
+		pos = next
 	}
 }
 
