@@ -46,17 +46,17 @@ const firstUserOID = 16384
 // whether any key of the page is stored, and takes the upsert directly
 // when one is.
 type fastPath struct {
-	enabled    bool // single-column key, no soft deletes
-	binary     bool // every column built in and of the same type on both sides
-	optimistic bool // COPY without probing first
-	streak     int  // probed pages in a row that went fast
-	keyIdx     int
+	enabled     bool // single-column key, no soft deletes
+	binary      bool // every column built in and of the same type on both sides
+	optimistic  bool // COPY without probing first
+	streak      int  // probed pages in a row that went fast
+	keyIdx      int
 	keyElemOID  uint32 // element and array type of the binary key array
 	keyArrayOID uint32
-	copySQL    string // COPY into the copy, text
-	copyBinSQL string // COPY into the copy, binary
-	stageBin   string // COPY into the staging table, binary
-	probeSQL   string
+	copySQL     string // COPY into the copy, text
+	copyBinSQL  string // COPY into the copy, binary
+	stageBin    string // COPY into the staging table, binary
+	probeSQL    string
 
 	// Counters, for tests and the run log.
 	Fast, Upserted, Conflicts int64
