@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
@@ -154,11 +153,7 @@ func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok b
 		q = fp.copyBinSQL
 	}
 	encode(&s.buf, p)
-	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
-		tag, err := tx.Conn().PgConn().CopyFrom(ctx, &s.buf, q)
-		res.Written = tag.RowsAffected()
-		return err
-	})
+	res.Written, err = s.copyCommit(ctx, q)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "23":
@@ -178,6 +173,42 @@ func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok b
 		fp.optimistic = fp.streak >= optimisticAfter
 	}
 	return res, true, nil
+}
+
+// copyCommit runs the COPY q of s.buf in its own transaction. With
+// asynchronous commit it reads the WAL positions in the same round trip as
+// the COMMIT, so the run loop knows when the page is durable.
+func (s *Postgres) copyCommit(ctx context.Context, q string) (int64, error) {
+	pc := s.conn.PgConn()
+	begin := "BEGIN"
+	if s.dur.async {
+		begin = "BEGIN; SET LOCAL synchronous_commit = off"
+	}
+	if _, err := pc.Exec(ctx, begin).ReadAll(); err != nil {
+		return 0, err
+	}
+	tag, err := pc.CopyFrom(ctx, &s.buf, q)
+	if err != nil {
+		if _, rerr := pc.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
+			return 0, fmt.Errorf("%w (and roll back: %v)", err, rerr)
+		}
+		return 0, err
+	}
+	if !s.dur.async {
+		if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
+			return 0, err
+		}
+		return tag.RowsAffected(), s.dur.committed(false, "", "")
+	}
+	rs, err := pc.Exec(ctx, "COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").ReadAll()
+	if err != nil {
+		return 0, err
+	}
+	if len(rs) != 2 || len(rs[1].Rows) != 1 || len(rs[1].Rows[0]) != 2 {
+		return 0, fmt.Errorf("commit: unexpected reply to the WAL position query")
+	}
+	row := rs[1].Rows[0]
+	return tag.RowsAffected(), s.dur.committed(true, string(row[0]), string(row[1]))
 }
 
 // probe asks whether the copy holds any key of p: first whether any stored

@@ -24,8 +24,9 @@ type Postgres struct {
 	stageReady bool
 	copySQL    string
 	upsertSQL  string
-	deleteSQL  string // soft deletes; "" when there is no deleted_column or they are kept
-	fp         fastPath // see fastpath.go
+	deleteSQL  string     // soft deletes; "" when there is no deleted_column or they are kept
+	fp         fastPath   // see fastpath.go
+	dur        durability // see durable.go
 }
 
 var _ Sink = (*Postgres)(nil)
@@ -63,6 +64,7 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 	}
 	s.cols = cols
 	s.build()
+	s.prepareDurability(ctx)
 	return s.prepareFast(ctx, cols)
 }
 
@@ -260,7 +262,7 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 		return Result{}, fmt.Errorf("apply page to %s: %w", s.table, err)
 	}
 	s.stageReady = true
-	return res, nil
+	return res, s.dur.committed(false, "", "")
 }
 
 // createStage creates the session's staging table, shaped like the copy.

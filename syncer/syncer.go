@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/coupon"
-	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
@@ -178,11 +177,22 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	behind := st.Cursor != nil && pos.After == nil
 	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
 	defer fetch.wait() // before src.Close (deferred above)
+	wm := newMarks(o.Store, c.Name, dst)
+	// done ends a run that caught up or was stopped: every committed page
+	// becomes durable and gets its watermark.
+	done := func(err error) (Result, error) {
+		ferr := wm.flush(ctx)
+		res.Cursor = wm.saved
+		if ferr != nil {
+			return res, ferr
+		}
+		return res, err
+	}
 	for {
 		select {
 		case <-o.Stop:
 			res.Stopped = true
-			return res, ErrStopped
+			return done(ErrStopped)
 		default:
 		}
 		if err := ctx.Err(); err != nil {
@@ -193,7 +203,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			return res, err
 		}
 		if p.Len() == 0 {
-			return res, nil
+			return done(nil)
 		}
 		next := source.Position{After: p.Last, Before: pos.Before}
 		if !behind && p.Len() == c.Source.PageSize {
@@ -224,30 +234,19 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			}
 			behind = !less
 		}
-		if !behind {
-			if err := save(o.Store, c.Name, p); err != nil {
-				return res, err
-			}
-			res.Cursor = p.Last
+		if err := wm.committed(p, !behind); err != nil {
+			return res, err
 		}
+		res.Cursor = wm.saved
 		if o.OnPage != nil {
 			o.OnPage(PageStats{Rows: int64(p.Len()), Written: ar.Written, Cursor: res.Cursor})
 		}
 		log.Debug("page applied", "page", res.Pages, "rows", p.Len(), "written", ar.Written, "cursor", p.Last)
 		if p.Len() < c.Source.PageSize {
-			return res, nil
+			return done(nil)
 		}
 		pos = next
 	}
-}
-
-func save(store *watermark.Store, name string, p page.Page) error {
-	return store.Update(name, func(st *watermark.State) error {
-		st.Cursor = p.Last
-		st.From = ""
-		st.TotalRows += int64(p.Len())
-		return nil
-	})
 }
 
 // startPosition turns the stored state into where the first page starts.

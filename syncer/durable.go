@@ -1,0 +1,94 @@
+package syncer
+
+import (
+	"context"
+	"time"
+
+	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/watermark"
+)
+
+// marks writes the watermark in page order after each sink commit. When
+// the sink commits asynchronously (sink.Deferred), a page's watermark waits
+// until the sink reports its commit durable, so a crash of the sink's
+// server never leaves the watermark ahead of the data; the pages in
+// between are re-applied by the next run, which the upsert makes harmless.
+type marks struct {
+	store *watermark.Store
+	name  string
+	d     sink.Deferred // nil: every commit is durable when Apply returns
+	queue []mark
+	seq   int64
+	saved []string // the cursor last written
+}
+
+type mark struct {
+	seq  int64
+	last []string
+	rows int
+	save bool // false while re-reading the lookback window behind the watermark
+}
+
+func newMarks(store *watermark.Store, name string, dst sink.Sink) *marks {
+	m := &marks{store: store, name: name}
+	if d, ok := dst.(sink.Deferred); ok {
+		m.d = d
+	}
+	return m
+}
+
+// committed records a page the sink has committed and writes the watermark
+// of the newest page that is durable.
+func (m *marks) committed(p page.Page, save bool) error {
+	m.seq++
+	m.queue = append(m.queue, mark{seq: m.seq, last: p.Last, rows: p.Len(), save: save})
+	durable := m.seq
+	if m.d != nil {
+		durable = m.d.Durable()
+	}
+	return m.saveUpTo(durable)
+}
+
+// flush makes every committed page durable and writes its watermark; the
+// end of a run (caught up, or stopped) calls it, even when ctx is done.
+func (m *marks) flush(ctx context.Context) error {
+	if len(m.queue) == 0 {
+		return nil
+	}
+	if m.d != nil {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := m.d.Flush(fctx); err != nil {
+			return err
+		}
+	}
+	return m.saveUpTo(m.seq)
+}
+
+func (m *marks) saveUpTo(durable int64) error {
+	var last []string
+	rows := int64(0)
+	n := 0
+	for n < len(m.queue) && m.queue[n].seq <= durable {
+		if k := m.queue[n]; k.save {
+			last = k.last
+			rows += int64(k.rows)
+		}
+		n++
+	}
+	m.queue = append(m.queue[:0], m.queue[n:]...)
+	if last == nil {
+		return nil
+	}
+	err := m.store.Update(m.name, func(st *watermark.State) error {
+		st.Cursor = last
+		st.From = ""
+		st.TotalRows += rows
+		return nil
+	})
+	if err == nil {
+		m.saved = last
+	}
+	return err
+}
