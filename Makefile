@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile fuzz soak reliability
+.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile fuzz soak reliability bench bench-quick bench-micro
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -42,6 +42,15 @@ install: build ## install syncd to PREFIX/bin (/usr/local) and its systemd unit;
 	chmod 0644 $(DESTDIR)/etc/systemd/system/syncd.service
 	install -d -m 0755 $(DESTDIR)/etc/syncd
 	test -e $(DESTDIR)/etc/syncd/syncd.env || install -m 0600 deploy/systemd/syncd.env.example $(DESTDIR)/etc/syncd/syncd.env
+
+bench: build ## benchmark syncd against the limit on the local PostgreSQL, full sizes (1M/5M rows; about 30 min, ~6 GB disk)
+	$(GO) run ./bench/cmd/syncd-bench -syncd $(BIN) -scale $${BENCH_SCALE:-1} -plot $${BENCH_PLOT:-docs/bench-pages.png}
+
+bench-quick: build ## the same benchmark at 2% of the sizes: a smoke test of about a minute
+	$(GO) run ./bench/cmd/syncd-bench -syncd $(BIN) -scale 0.02 -plot bin/bench-pages.png
+
+bench-micro: ## go test micro-benchmarks (COPY encoding, page apply by fast path and upsert)
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/pgutil ./sink
 
 clean: ## remove build output
 	rm -rf bin

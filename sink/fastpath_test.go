@@ -25,7 +25,7 @@ type fastEnv struct {
 
 const fastCols = "id, updated_at, name, price, tags, attrs"
 
-func newFastEnv(t *testing.T, rows, pageSize int) *fastEnv {
+func newFastEnv(t testing.TB, rows, pageSize int) *fastEnv {
 	t.Helper()
 	db := pgtest.NewDB(t)
 	db.Exec(t, `CREATE TABLE src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text,
@@ -63,7 +63,7 @@ sink:
 	return &fastEnv{db: db, cfg: c, src: src}
 }
 
-func (e *fastEnv) openSink(t *testing.T, binary bool) *sink.Postgres {
+func (e *fastEnv) openSink(t testing.TB, binary bool) *sink.Postgres {
 	t.Helper()
 	ctx := context.Background()
 	s, err := sink.OpenPostgres(ctx, e.cfg)
@@ -84,7 +84,7 @@ func (e *fastEnv) openSink(t *testing.T, binary bool) *sink.Postgres {
 }
 
 // pages reads the whole source in cursor order.
-func (e *fastEnv) pages(t *testing.T) []page.Page {
+func (e *fastEnv) pages(t testing.TB) []page.Page {
 	t.Helper()
 	var out []page.Page
 	var pos source.Position
@@ -101,7 +101,7 @@ func (e *fastEnv) pages(t *testing.T) []page.Page {
 	}
 }
 
-func apply(t *testing.T, s *sink.Postgres, p page.Page) sink.Result {
+func apply(t testing.TB, s *sink.Postgres, p page.Page) sink.Result {
 	t.Helper()
 	r, err := s.Apply(context.Background(), p)
 	if err != nil {
