@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Deferred is implemented by a sink whose Apply may return once a page has
@@ -108,4 +110,27 @@ func parseLSN(s string) (uint64, error) {
 		return 0, fmt.Errorf("unreadable WAL position %q", s)
 	}
 	return h<<32 | l, nil
+}
+
+// asyncCommit makes the upsert's transaction commit asynchronously too.
+func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
+	if !s.dur.async {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+		return fmt.Errorf("set asynchronous commit: %w", err)
+	}
+	return nil
+}
+
+// afterCommit records the upsert's commit with the server's WAL positions.
+func (s *Postgres) afterCommit(ctx context.Context) error {
+	if !s.dur.async {
+		return s.dur.committed(false, "", "")
+	}
+	var insert, flush string
+	if err := s.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&insert, &flush); err != nil {
+		return fmt.Errorf("read WAL position of %s: %w", s.table, err)
+	}
+	return s.dur.committed(true, insert, flush)
 }

@@ -234,6 +234,9 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	}
 	var res Result
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		if err := s.asyncCommit(ctx, tx); err != nil {
+			return err
+		}
 		if !s.stageReady {
 			if err := s.createStage(ctx, tx); err != nil {
 				return err
@@ -262,7 +265,7 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 		return Result{}, fmt.Errorf("apply page to %s: %w", s.table, err)
 	}
 	s.stageReady = true
-	return res, s.dur.committed(false, "", "")
+	return res, s.afterCommit(ctx)
 }
 
 // createStage creates the session's staging table, shaped like the copy.

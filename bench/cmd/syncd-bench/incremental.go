@@ -153,17 +153,28 @@ FROM items ORDER BY updated_at DESC, id DESC LIMIT 1`).Scan(&ts, &id, &next)
 // transaction per page.
 func (b *bench) limitUpsert(ctx context.Context, after []string, pageSize int) (time.Duration, error) {
 	start := time.Now()
+	// Fresh connections, as two psql sessions would open.
+	src, err := pgx.Connect(ctx, b.url(b.srcDB))
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close(context.WithoutCancel(ctx))
+	dst, err := pgx.Connect(ctx, b.url(b.dstDB))
+	if err != nil {
+		return 0, err
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
 	var buf bytes.Buffer
 	sets := "updated_at = EXCLUDED.updated_at, name = EXCLUDED.name, price = EXCLUDED.price, tags = EXCLUDED.tags, attrs = EXCLUDED.attrs"
 	ts, id := after[0], after[1]
 	for {
 		buf.Reset()
 		q := fmt.Sprintf("COPY (SELECT %s FROM items WHERE (updated_at, id) > ('%s'::timestamptz, %s) ORDER BY updated_at, id LIMIT %d) TO STDOUT (FORMAT binary)", itemCols, ts, id, pageSize)
-		if _, err := b.src.PgConn().CopyTo(ctx, &buf, q); err != nil {
+		if _, err := src.PgConn().CopyTo(ctx, &buf, q); err != nil {
 			return 0, fmt.Errorf("limit: read page: %w", err)
 		}
 		var n int64
-		err := pgx.BeginFunc(ctx, b.dst, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, dst, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, "CREATE TEMP TABLE IF NOT EXISTS lim_stage (LIKE items_lim) ON COMMIT DELETE ROWS"); err != nil {
 				return err
 			}
