@@ -57,7 +57,7 @@ func (m *marks) flush(ctx context.Context) error {
 		return nil
 	}
 	if m.d != nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		if err := m.d.Flush(fctx); err != nil {
 			return err

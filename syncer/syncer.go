@@ -178,12 +178,14 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
 	defer fetch.wait() // before src.Close (deferred above)
 	wm := newMarks(o.Store, c.Name, dst)
-	// done ends a run that caught up or was stopped: every committed page
-	// becomes durable and gets its watermark.
+	// done ends the run however it ends: every page committed so far
+	// becomes durable and gets its watermark, as if each had been written
+	// right after its commit (only a killed process leaves the watermark a
+	// few pages behind, which the next run re-applies harmlessly).
 	done := func(err error) (Result, error) {
 		ferr := wm.flush(ctx)
 		res.Cursor = wm.saved
-		if ferr != nil {
+		if ferr != nil && err == nil {
 			return res, ferr
 		}
 		return res, err
@@ -196,11 +198,11 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		default:
 		}
 		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("sync %s: %w", c.Name, err)
+			return done(fmt.Errorf("sync %s: %w", c.Name, err))
 		}
 		p, err := fetch.read(ctx, pos)
 		if err != nil {
-			return res, err
+			return done(err)
 		}
 		if p.Len() == 0 {
 			return done(nil)
@@ -216,7 +218,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		// a cancelled COPY would only roll back and repeat the work.
 		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
 		if err != nil {
-			return res, err
+			return done(err)
 		}
 		res.Pages++
 		res.Rows += int64(p.Len())
@@ -224,13 +226,13 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		res.Deleted += ar.Deleted
 		if o.AfterCommit != nil {
 			if err := o.AfterCommit(res.Pages); err != nil {
-				return res, err
+				return done(err) // the pages before this one keep their watermark
 			}
 		}
 		if behind {
 			less, err := src.Less(ctx, st.Cursor, p.Last)
 			if err != nil {
-				return res, err
+				return done(err)
 			}
 			behind = !less
 		}
