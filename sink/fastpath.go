@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -48,6 +49,7 @@ type fastPath struct {
 	enabled     bool // single-column key, no soft deletes
 	binary      bool // every column built in and of the same type on both sides
 	optimistic  bool // COPY without probing first
+	fresh       bool // the copy was empty when the run started
 	streak      int  // probed pages in a row that went fast
 	keyIdx      int
 	keyElemOID  uint32 // element and array type of the binary key array
@@ -119,7 +121,7 @@ func (s *Postgres) prepareFast(ctx context.Context, cols []page.Column) error {
 		if err := s.conn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+target+")").Scan(&empty); err != nil {
 			return fmt.Errorf("read sink table %s: %w", s.table, err)
 		}
-		fp.optimistic = empty
+		fp.optimistic, fp.fresh = empty, empty
 		if fp.binary {
 			if err := s.conn.QueryRow(ctx, "SELECT typarray::int8 FROM pg_type WHERE oid = $1", int64(fp.keyElemOID)).Scan(&fp.keyArrayOID); err != nil {
 				return fmt.Errorf("read the key type of %s: %w", s.table, err)
@@ -321,4 +323,16 @@ func appendCopyBinary(buf *bytes.Buffer, rows [][][]byte) {
 	}
 	b = binary.BigEndian.AppendUint16(b, 0xffff)
 	buf.Write(b)
+}
+
+// analyzeFresh gives a copy that this run filled from empty its planner
+// statistics at once, instead of leaving its first queries (and reconcile's
+// range scans) to plan on an empty table until autovacuum comes by.
+func (s *Postgres) analyzeFresh(ctx context.Context) {
+	if !s.fp.fresh || s.fp.Fast == 0 || s.conn.IsClosed() {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, _ = s.conn.Exec(actx, "ANALYZE "+s.qualified())
 }

@@ -41,6 +41,11 @@ func TestFastPathRun(t *testing.T) {
 	if res.Pages < 17 {
 		t.Fatalf("first run applied %d pages, want at least 17", res.Pages)
 	}
+	// The run filled an empty copy: it leaves it analyzed.
+	var analyzed bool
+	if err := e.db.Pool.QueryRow(ctx, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'copy'").Scan(&analyzed); err != nil || !analyzed {
+		t.Fatalf("the freshly filled copy was not analyzed (%v)", err)
+	}
 	// Writes after the last page are picked up by the next run.
 	if _, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store}); err != nil {
 		t.Fatal(err)

@@ -45,7 +45,10 @@ func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 
 // Close closes the connection.
-func (s *Postgres) Close(ctx context.Context) error { return s.conn.Close(ctx) }
+func (s *Postgres) Close(ctx context.Context) error {
+	s.analyzeFresh(ctx)
+	return s.conn.Close(ctx)
+}
 
 func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, s.table.Name) }
 
