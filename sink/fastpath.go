@@ -48,6 +48,7 @@ const firstUserOID = 16384
 type fastPath struct {
 	enabled     bool // single-column key, no soft deletes
 	binary      bool // every column built in and of the same type on both sides
+	pipelined   bool // pages go in one round trip (no soft deletes)
 	optimistic  bool // COPY without probing first
 	fresh       bool // the copy was empty when the run started
 	streak      int  // probed pages in a row that went fast
@@ -95,6 +96,7 @@ func (s *Postgres) prepareFast(ctx context.Context, cols []page.Column) error {
 	// kept flagged), so those pages always take the sink's full apply path.
 	soft := s.cfg.Source.DeletedColumn != ""
 	fp.binary = !soft
+	fp.pipelined = !soft
 	for _, c := range cols {
 		if c.TypeOID == 0 || c.TypeOID >= firstUserOID || existing[c.Name] != c.Type {
 			fp.binary = false
@@ -132,85 +134,55 @@ func (s *Postgres) prepareFast(ctx context.Context, cols []page.Column) error {
 	return nil
 }
 
-// applyFast applies p by COPY straight into the copy when it can; ok is
-// false when the page must take the upsert (nothing was written then).
+// applyFast applies p in one round trip: by COPY straight into the copy
+// when it can, else through the staging table and the upsert. ok is false
+// when the page must take the sink's own apply path (soft deletes).
 func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok bool, err error) {
 	fp := &s.fp
-	if !fp.enabled || p.Binary && !fp.binary {
+	if !fp.pipelined || p.Binary && !fp.binary {
 		return Result{}, false, nil
 	}
-	if !fp.optimistic {
-		stored, err := s.probe(ctx, p)
-		if err != nil {
-			return Result{}, false, fmt.Errorf("apply page to %s: probe keys: %w", s.table, err)
+	if fp.enabled {
+		stored := false
+		if !fp.optimistic {
+			if stored, err = s.probe(ctx, p); err != nil {
+				return Result{}, false, fmt.Errorf("apply page to %s: probe keys: %w", s.table, err)
+			}
+			if stored {
+				fp.streak = 0
+			}
 		}
-		if stored {
-			fp.Upserted++
-			fp.streak = 0
-			return Result{}, false, nil
+		if !stored {
+			q := fp.copySQL
+			if p.Binary {
+				q = fp.copyBinSQL
+			}
+			encodeRoundTrip(&s.buf, s.begin()+q+commitLSN, p)
+			r, err := s.roundTrip(ctx, s.buf.Bytes())
+			var pgErr *pgconn.PgError
+			switch {
+			case err == nil:
+				fp.Fast++
+				if !fp.optimistic {
+					fp.streak++
+					fp.optimistic = fp.streak >= optimisticAfter
+				}
+				return Result{Written: r.tagCount("COPY")}, true, s.committedReply(r)
+			case errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "23":
+				// A key is already stored (or the page repeats one): apply
+				// the page again with the upsert, which handles both. Any
+				// other integrity error comes back from the upsert with its
+				// own message.
+				fp.Conflicts++
+				fp.optimistic, fp.streak = false, 0
+			default:
+				return Result{}, false, fmt.Errorf("apply page to %s: copy: %w", s.table, err)
+			}
 		}
 	}
-	q := fp.copySQL
-	if p.Binary {
-		q = fp.copyBinSQL
-	}
-	encode(&s.buf, p)
-	res.Written, err = s.copyCommit(ctx, q)
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "23":
-		// A key is already stored (or the page repeats one): apply the page
-		// again with the upsert, which handles both. Any other integrity
-		// error comes back from the upsert with its own message.
-		fp.Conflicts++
-		fp.Upserted++
-		fp.optimistic, fp.streak = false, 0
-		return Result{}, false, nil
-	case err != nil:
-		return Result{}, false, fmt.Errorf("apply page to %s: copy: %w", s.table, err)
-	}
-	fp.Fast++
-	if !fp.optimistic {
-		fp.streak++
-		fp.optimistic = fp.streak >= optimisticAfter
-	}
-	return res, true, nil
-}
-
-// copyCommit runs the COPY q of s.buf in its own transaction. With
-// asynchronous commit it reads the WAL positions in the same round trip as
-// the COMMIT, so the run loop knows when the page is durable.
-func (s *Postgres) copyCommit(ctx context.Context, q string) (int64, error) {
-	pc := s.conn.PgConn()
-	begin := "BEGIN"
-	if s.dur.async {
-		begin = "BEGIN; SET LOCAL synchronous_commit = off"
-	}
-	if _, err := pc.Exec(ctx, begin).ReadAll(); err != nil {
-		return 0, err
-	}
-	tag, err := pc.CopyFrom(ctx, &s.buf, q)
-	if err != nil {
-		if _, rerr := pc.Exec(ctx, "ROLLBACK").ReadAll(); rerr != nil {
-			return 0, fmt.Errorf("%w (and roll back: %v)", err, rerr)
-		}
-		return 0, err
-	}
-	if !s.dur.async {
-		if _, err := pc.Exec(ctx, "COMMIT").ReadAll(); err != nil {
-			return 0, err
-		}
-		return tag.RowsAffected(), s.dur.committed(false, "", "")
-	}
-	rs, err := pc.Exec(ctx, "COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").ReadAll()
-	if err != nil {
-		return 0, err
-	}
-	if len(rs) != 2 || len(rs[1].Rows) != 1 || len(rs[1].Rows[0]) != 2 {
-		return 0, fmt.Errorf("commit: unexpected reply to the WAL position query")
-	}
-	row := rs[1].Rows[0]
-	return tag.RowsAffected(), s.dur.committed(true, string(row[0]), string(row[1]))
+	fp.Upserted++
+	res, err = s.upsertRoundTrip(ctx, p)
+	return res, true, err
 }
 
 // probe asks whether the copy holds any key of p: first whether any stored

@@ -273,13 +273,7 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 
 // createStage creates the session's staging table, shaped like the copy.
 func (s *Postgres) createStage(ctx context.Context, tx pgx.Tx) error {
-	names := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		names[i] = c.Name
-	}
-	q := "CREATE TEMP TABLE IF NOT EXISTS syncd_stage ON COMMIT DELETE ROWS AS SELECT " +
-		pgutil.IdentList("", names) + " FROM " + s.qualified() + " WITH NO DATA"
-	if _, err := tx.Exec(ctx, q); err != nil {
+	if _, err := tx.Exec(ctx, s.stageSQL()); err != nil {
 		return fmt.Errorf("create staging table: %w", err)
 	}
 	return nil

@@ -1,0 +1,149 @@
+package sink
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+)
+
+// One round trip per page. A page's transaction (BEGIN, COPY, the upsert,
+// COMMIT and the WAL positions) goes to the server as one simple-protocol
+// query followed by the COPY data, written in one piece; the replies are
+// read once. Under load every round trip waits for the server process to
+// be scheduled, so six of them per page cost more than the COPY itself.
+
+// reply is what the server answered to one round trip.
+type reply struct {
+	tags     []string // command tags, in order
+	row      []string // the values of the last row returned
+	txStatus byte     // 'I' idle, 'T' in a transaction, 'E' in a failed one
+}
+
+// encodeRoundTrip writes into buf the Query message sql, whose one COPY
+// ... FROM STDIN takes p, followed by p as one CopyData message and
+// CopyDone.
+func encodeRoundTrip(buf *bytes.Buffer, sql string, p page.Page) {
+	buf.Reset()
+	buf.WriteByte('Q')
+	buf.Write(binary.BigEndian.AppendUint32(nil, uint32(4+len(sql)+1)))
+	buf.WriteString(sql)
+	buf.WriteByte(0)
+	start := buf.Len()
+	buf.Write([]byte{'d', 0, 0, 0, 0})
+	if p.Binary {
+		appendCopyBinary(buf, p.Rows)
+	} else {
+		pgutil.AppendCopyText(buf, p.Rows)
+	}
+	binary.BigEndian.PutUint32(buf.Bytes()[start+1:], uint32(buf.Len()-start-1))
+	buf.Write([]byte{'c', 0, 0, 0, 4})
+}
+
+// roundTrip sends the encoded messages and reads every reply up to
+// ReadyForQuery. A server error comes back as *pgconn.PgError; the
+// transaction it leaves open (txStatus 'E') is rolled back here.
+func (s *Postgres) roundTrip(ctx context.Context, wire []byte) (reply, error) {
+	pc := s.conn.PgConn()
+	var r reply
+	if err := pc.Frontend().SendUnbufferedEncodedCopyData(wire); err != nil {
+		pc.Close(context.WithoutCancel(ctx))
+		return r, fmt.Errorf("send page: %w", err)
+	}
+	var pgErr error
+	for {
+		msg, err := pc.ReceiveMessage(ctx)
+		if err != nil {
+			pc.Close(context.WithoutCancel(ctx))
+			return r, fmt.Errorf("read reply: %w", err)
+		}
+		switch m := msg.(type) {
+		case *pgproto3.CommandComplete:
+			r.tags = append(r.tags, string(m.CommandTag))
+		case *pgproto3.DataRow:
+			r.row = r.row[:0]
+			for _, v := range m.Values {
+				r.row = append(r.row, string(v))
+			}
+		case *pgproto3.ErrorResponse:
+			if pgErr == nil {
+				pgErr = pgconn.ErrorResponseToPgError(m)
+			}
+		case *pgproto3.ReadyForQuery:
+			r.txStatus = m.TxStatus
+			if r.txStatus != 'I' {
+				if _, err := pc.Exec(ctx, "ROLLBACK").ReadAll(); err != nil && pgErr == nil {
+					pgErr = fmt.Errorf("roll back: %w", err)
+				}
+			}
+			return r, pgErr
+		}
+	}
+}
+
+// tagCount is the row count of the first command tag that starts with
+// verb ("COPY 1000", "INSERT 0 12").
+func (r reply) tagCount(verb string) int64 {
+	for _, t := range r.tags {
+		if strings.HasPrefix(t, verb+" ") {
+			n, _ := strconv.ParseInt(t[strings.LastIndexByte(t, ' ')+1:], 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// begin opens a page's transaction, asynchronous when durability allows.
+func (s *Postgres) begin() string {
+	if s.dur.async {
+		return "BEGIN; SET LOCAL synchronous_commit = off; "
+	}
+	return "BEGIN; "
+}
+
+const commitLSN = "; COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text"
+
+// committedReply records the commit of a round trip with the WAL
+// positions it returned.
+func (s *Postgres) committedReply(r reply) error {
+	if len(r.row) != 2 {
+		return fmt.Errorf("commit: no WAL position in the reply")
+	}
+	return s.dur.committed(s.dur.async, r.row[0], r.row[1])
+}
+
+// upsertRoundTrip applies p through the staging table and the upsert in
+// one round trip.
+func (s *Postgres) upsertRoundTrip(ctx context.Context, p page.Page) (Result, error) {
+	var sql strings.Builder
+	sql.WriteString(s.begin())
+	if !s.stageReady {
+		sql.WriteString(s.stageSQL() + "; ")
+	}
+	sql.WriteString(s.stageCopySQL(p) + "; " + s.upsertSQL + commitLSN)
+	encodeRoundTrip(&s.buf, sql.String(), p)
+	r, err := s.roundTrip(ctx, s.buf.Bytes())
+	if err != nil {
+		s.stageReady = false
+		return Result{}, fmt.Errorf("apply page to %s: %w", s.table, err)
+	}
+	s.stageReady = true
+	return Result{Written: r.tagCount("INSERT")}, s.committedReply(r)
+}
+
+// stageSQL creates the session's staging table, shaped like the copy.
+func (s *Postgres) stageSQL() string {
+	names := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		names[i] = c.Name
+	}
+	return "CREATE TEMP TABLE IF NOT EXISTS syncd_stage ON COMMIT DELETE ROWS AS SELECT " +
+		pgutil.IdentList("", names) + " FROM " + s.qualified() + " WITH NO DATA"
+}
