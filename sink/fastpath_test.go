@@ -275,3 +275,36 @@ func TestFastPathConcurrentWriters(t *testing.T) {
 		t.Fatal("the moved rows' new values are not in the copy")
 	}
 }
+
+// TestSoftDeleteSourcesKeepTheirOwnPath checks that a source with a
+// soft-delete column skips the fast path (its pages mean more than rows to
+// insert) and still commits through the sink's own apply, with every
+// commit made durable by Flush.
+func TestSoftDeleteSourcesKeepTheirOwnPath(t *testing.T) {
+	e := newFastEnv(t, 600, 200)
+	e.cfg.Source.DeletedColumn = "name"
+	ctx := context.Background()
+	s, err := sink.OpenPostgres(ctx, e.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	if err := s.Prepare(ctx, e.src.Table.Columns); err != nil {
+		t.Fatal(err)
+	}
+	if s.WantsBinary() {
+		t.Fatal("a soft-delete source asked for binary pages")
+	}
+	ps := e.pages(t)
+	for _, p := range ps {
+		apply(t, s, p)
+	}
+	wantStats(t, s, 0, 0, 0)
+	if err := s.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Durable(); got != int64(len(ps)) {
+		t.Fatalf("durable pages %d after Flush, want %d", got, len(ps))
+	}
+	sameRows(t, e.db)
+}
