@@ -25,7 +25,8 @@ type bench struct {
 	srcDB, dstDB string
 	src, dst     *pgx.Conn
 	dir          string
-	rows         int // rows in the source table items
+	rows         int   // rows in the source table items
+	heap, total  int64 // its size in bytes, without and with indexes
 }
 
 func newBench(ctx context.Context, o *options) (*bench, error) {

@@ -30,6 +30,9 @@ func (b *bench) ensureItems(ctx context.Context) error {
 	if _, err := b.dst.Exec(ctx, itemsDDL("items")); err != nil {
 		return err
 	}
+	if err := b.src.QueryRow(ctx, "SELECT pg_relation_size('items'), pg_total_relation_size('items')").Scan(&b.heap, &b.total); err != nil {
+		return err
+	}
 	b.rows = n
 	return nil
 }
@@ -112,7 +115,7 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 	limitMedian = median(lim)
 	ls, ss := rate(b.rows, median(lim)), rate(b.rows, median(syn))
 	t.add(row{
-		name:   fmt.Sprintf("initial sync, %s rows, page 1000", fmtRows(b.rows)),
+		name:   fmt.Sprintf("initial sync, %s rows (%s heap, %s with indexes), page 1000", fmtRows(b.rows), fmtMB(b.heap), fmtMB(b.total)),
 		syncd:  fmt.Sprintf("%s (%s)", fmtRate(ss), fmtDur(median(syn))),
 		limit:  fmt.Sprintf("%s (%s)", fmtRate(ls), fmtDur(median(lim))),
 		ratio:  fmt.Sprintf("%.2f", ss/ls),
