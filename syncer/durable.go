@@ -21,7 +21,15 @@ type marks struct {
 	queue []mark
 	seq   int64
 	saved []string // the cursor last written
+	// last is when the watermark was last written: while a run streams
+	// pages, it is written at most every saveEvery (each write is two
+	// fsyncs), and always when the run ends.
+	last time.Time
 }
+
+// saveEvery bounds how often a streaming run writes its watermark; a killed
+// process re-applies at most this much work, harmlessly.
+const saveEvery = 200 * time.Millisecond
 
 type mark struct {
 	seq  int64
@@ -43,6 +51,9 @@ func newMarks(store *watermark.Store, name string, dst sink.Sink) *marks {
 func (m *marks) committed(p page.Page, save bool) error {
 	m.seq++
 	m.queue = append(m.queue, mark{seq: m.seq, last: p.Last, rows: p.Len(), save: save})
+	if time.Since(m.last) < saveEvery {
+		return nil
+	}
 	durable := m.seq
 	if m.d != nil {
 		durable = m.d.Durable()
@@ -89,6 +100,7 @@ func (m *marks) saveUpTo(durable int64) error {
 	})
 	if err == nil {
 		m.saved = last
+		m.last = time.Now()
 	}
 	return err
 }
