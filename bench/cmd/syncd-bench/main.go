@@ -112,6 +112,7 @@ func run(ctx context.Context, o *options) error {
 	defer b.cleanup()
 	fmt.Fprintf(os.Stderr, "syncd-bench: databases %s, %s; scale %g, %d runs per figure\n", b.srcDB, b.dstDB, o.scale, o.runs)
 	var t table
+	var failed []string
 	steps := []struct {
 		name string
 		fn   func(context.Context, *table) error
@@ -130,10 +131,29 @@ func run(ctx context.Context, o *options) error {
 		start := time.Now()
 		fmt.Fprintf(os.Stderr, "syncd-bench: %s ...\n", s.name)
 		if err := s.fn(ctx, &t); err != nil {
-			return fmt.Errorf("%s: %w", s.name, err)
+			// One failed benchmark does not hide the others' figures; the
+			// session still fails at the end.
+			fmt.Fprintf(os.Stderr, "syncd-bench: %s failed: %v\n", s.name, err)
+			t.add(row{name: s.name, syncd: "FAILED", limit: "-", ratio: "-", target: "-", note: oneLine(err.Error())})
+			failed = append(failed, s.name)
+			if ctx.Err() != nil {
+				break
+			}
+			continue
 		}
 		fmt.Fprintf(os.Stderr, "syncd-bench: %s done in %s\n", s.name, time.Since(start).Round(time.Second))
 	}
 	t.print(os.Stdout)
+	if len(failed) > 0 {
+		return fmt.Errorf("%d benchmarks failed: %s", len(failed), strings.Join(failed, ", "))
+	}
 	return nil
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
 }
