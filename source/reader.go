@@ -40,6 +40,9 @@ type Reader struct {
 	// formats are the result formats of sel's columns when UseBinary was
 	// called: binary for the columns, text for the trailing cursor copies.
 	formats []int16
+	// stmts maps a page query to its prepared statement (prepared.go).
+	stmts   map[string]string
+	stmtSeq int
 }
 
 // Open connects to the source and describes its table.
@@ -160,11 +163,15 @@ func (r *Reader) exec(ctx context.Context, q string, params []string, row func([
 	for i, p := range params {
 		vals[i] = []byte(p)
 	}
-	rr := r.conn.PgConn().ExecParams(ctx, q, vals, nil, nil, r.formats)
+	name, err := r.prepared(ctx, q)
+	if err != nil {
+		return err
+	}
+	rr := r.conn.PgConn().ExecPrepared(ctx, name, vals, nil, r.formats)
 	for rr.NextRow() {
 		row(rr.Values())
 	}
-	_, err := rr.Close()
+	_, err = rr.Close()
 	return err
 }
 
