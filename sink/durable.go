@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -28,10 +29,26 @@ var _ Deferred = (*Postgres)(nil)
 // durability tracks the pages whose commits were asynchronous until the
 // server's WAL flush position passes their commit records.
 type durability struct {
-	async   bool // the fast path commits asynchronously
+	async   bool // the server allows asynchronous commits to be tracked
 	applied int64
 	durable int64
 	pending []pendingCommit
+	// Only a page that follows the previous commit within streamGap commits
+	// asynchronously: the first page of a run and every page of a slow
+	// trickle commit synchronously and get their watermark at once, as
+	// before; a stream of pages saves a WAL flush per page.
+	last time.Time
+	now  bool // the page being applied commits asynchronously
+}
+
+// streamGap is how soon after the previous commit a page must come to
+// commit asynchronously.
+const streamGap = 100 * time.Millisecond
+
+// start decides how the next page commits.
+func (d *durability) start() bool {
+	d.now = d.async && !d.last.IsZero() && time.Since(d.last) < streamGap
+	return d.now
 }
 
 type pendingCommit struct {
@@ -73,6 +90,7 @@ func (s *Postgres) prepareDurability(ctx context.Context) {
 // right after its commit.
 func (d *durability) committed(async bool, insertLSN, flushLSN string) error {
 	d.applied++
+	d.last = time.Now()
 	if !async {
 		d.durable, d.pending = d.applied, d.pending[:0]
 		return nil
@@ -114,7 +132,7 @@ func parseLSN(s string) (uint64, error) {
 
 // asyncCommit makes the upsert's transaction commit asynchronously too.
 func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
-	if !s.dur.async {
+	if !s.dur.start() {
 		return nil
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
@@ -125,7 +143,7 @@ func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
 
 // afterCommit records the upsert's commit with the server's WAL positions.
 func (s *Postgres) afterCommit(ctx context.Context) error {
-	if !s.dur.async {
+	if !s.dur.now {
 		return s.dur.committed(false, "", "")
 	}
 	var insert, flush string

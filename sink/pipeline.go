@@ -102,7 +102,7 @@ func (r reply) tagCount(verb string) int64 {
 
 // begin opens a page's transaction, asynchronous when durability allows.
 func (s *Postgres) begin() string {
-	if s.dur.async {
+	if s.dur.start() {
 		return "BEGIN; SET LOCAL synchronous_commit = off; "
 	}
 	return "BEGIN; "
@@ -116,7 +116,7 @@ func (s *Postgres) committedReply(r reply) error {
 	if len(r.row) != 2 {
 		return fmt.Errorf("commit: no WAL position in the reply")
 	}
-	return s.dur.committed(s.dur.async, r.row[0], r.row[1])
+	return s.dur.committed(s.dur.now, r.row[0], r.row[1])
 }
 
 // upsertRoundTrip applies p through the staging table and the upsert in

@@ -22,8 +22,8 @@ type marks struct {
 	seq   int64
 	saved []string // the cursor last written
 	// last is when the watermark was last written: while a run streams
-	// pages, it is written at most every saveEvery (each write is two
-	// fsyncs), and always when the run ends.
+	// asynchronously committed pages, it is written at most every saveEvery
+	// (each write is two fsyncs), and always when the run ends.
 	last time.Time
 }
 
@@ -51,12 +51,15 @@ func newMarks(store *watermark.Store, name string, dst sink.Sink) *marks {
 func (m *marks) committed(p page.Page, save bool) error {
 	m.seq++
 	m.queue = append(m.queue, mark{seq: m.seq, last: p.Last, rows: p.Len(), save: save})
-	if time.Since(m.last) < saveEvery {
-		return nil
-	}
 	durable := m.seq
 	if m.d != nil {
 		durable = m.d.Durable()
+	}
+	// Every page durable (a synchronous commit): write at once, as the
+	// loop always did. Asynchronous pages still pending (a stream): write
+	// the durable ones at most every saveEvery.
+	if durable < m.seq && time.Since(m.last) < saveEvery {
+		return nil
 	}
 	return m.saveUpTo(durable)
 }
