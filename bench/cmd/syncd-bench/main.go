@@ -119,10 +119,10 @@ func run(ctx context.Context, o *options) error {
 	}{
 		{"initial", b.initialSync},
 		{"pages", b.pageSizes},
-		{"incremental", b.incremental},
 		{"reconcile", b.reconcile},
 		{"coupon", b.coupon},
 		{"lag", b.lag},
+		{"incremental", b.incremental}, // last: it grows items to 5M rows
 	}
 	for _, s := range steps {
 		if !o.want(s.name) {
