@@ -37,17 +37,23 @@ type durability struct {
 	// asynchronously: the first page of a run and every page of a slow
 	// trickle commit synchronously and get their watermark at once, as
 	// before; a stream of pages saves a WAL flush per page.
-	last time.Time
-	now  bool // the page being applied commits asynchronously
+	last   time.Time
+	streak int  // commits in a row, each within streamGap of the previous
+	now    bool // the page being applied commits asynchronously
 }
 
-// streamGap is how soon after the previous commit a page must come to
-// commit asynchronously.
-const streamGap = 100 * time.Millisecond
+// A page commits asynchronously only inside a stream: after streamPages
+// commits in a row, each within streamGap of the previous. Short runs
+// (an incremental run of a few pages) therefore behave exactly as a
+// synchronous loop, watermark after every page.
+const (
+	streamGap   = 100 * time.Millisecond
+	streamPages = 10
+)
 
 // start decides how the next page commits.
 func (d *durability) start() bool {
-	d.now = d.async && !d.last.IsZero() && time.Since(d.last) < streamGap
+	d.now = d.async && d.streak >= streamPages && time.Since(d.last) < streamGap
 	return d.now
 }
 
@@ -90,6 +96,11 @@ func (s *Postgres) prepareDurability(ctx context.Context) {
 // right after its commit.
 func (d *durability) committed(async bool, insertLSN, flushLSN string) error {
 	d.applied++
+	if !d.last.IsZero() && time.Since(d.last) < streamGap {
+		d.streak++
+	} else {
+		d.streak = 0
+	}
 	d.last = time.Now()
 	if !async {
 		d.durable, d.pending = d.applied, d.pending[:0]

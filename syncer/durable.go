@@ -21,6 +21,9 @@ type marks struct {
 	queue []mark
 	seq   int64
 	saved []string // the cursor last written
+	// done is called for each page, in order, once its watermark is
+	// written (or, behind the watermark, once it is durable).
+	done func(k mark, saved []string)
 	// last is when the watermark was last written: while a run streams
 	// asynchronously committed pages, it is written at most every saveEvery
 	// (each write is two fsyncs), and always when the run ends.
@@ -32,14 +35,16 @@ type marks struct {
 const saveEvery = 200 * time.Millisecond
 
 type mark struct {
-	seq  int64
-	last []string
-	rows int
-	save bool // false while re-reading the lookback window behind the watermark
+	seq     int64
+	page    int64 // the run's page number
+	last    []string
+	rows    int
+	written int64
+	save    bool // false while re-reading the lookback window behind the watermark
 }
 
-func newMarks(store *watermark.Store, name string, dst sink.Sink) *marks {
-	m := &marks{store: store, name: name}
+func newMarks(store *watermark.Store, name string, dst sink.Sink, done func(k mark, saved []string)) *marks {
+	m := &marks{store: store, name: name, done: done}
 	if d, ok := dst.(sink.Deferred); ok {
 		m.d = d
 	}
@@ -48,9 +53,9 @@ func newMarks(store *watermark.Store, name string, dst sink.Sink) *marks {
 
 // committed records a page the sink has committed and writes the watermark
 // of the newest page that is durable.
-func (m *marks) committed(p page.Page, save bool) error {
+func (m *marks) committed(p page.Page, pageNo, written int64, save bool) error {
 	m.seq++
-	m.queue = append(m.queue, mark{seq: m.seq, last: p.Last, rows: p.Len(), save: save})
+	m.queue = append(m.queue, mark{seq: m.seq, page: pageNo, last: p.Last, rows: p.Len(), written: written, save: save})
 	durable := m.seq
 	if m.d != nil {
 		durable = m.d.Durable()
@@ -91,19 +96,24 @@ func (m *marks) saveUpTo(durable int64) error {
 		}
 		n++
 	}
-	m.queue = append(m.queue[:0], m.queue[n:]...)
-	if last == nil {
-		return nil
-	}
-	err := m.store.Update(m.name, func(st *watermark.State) error {
-		st.Cursor = last
-		st.From = ""
-		st.TotalRows += rows
-		return nil
-	})
-	if err == nil {
+	if last != nil {
+		err := m.store.Update(m.name, func(st *watermark.State) error {
+			st.Cursor = last
+			st.From = ""
+			st.TotalRows += rows
+			return nil
+		})
+		if err != nil {
+			return err
+		}
 		m.saved = last
 		m.last = time.Now()
 	}
-	return err
+	if m.done != nil {
+		for _, k := range m.queue[:n] {
+			m.done(k, m.saved)
+		}
+	}
+	m.queue = append(m.queue[:0], m.queue[n:]...)
+	return nil
 }

@@ -177,7 +177,14 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	behind := st.Cursor != nil && pos.After == nil
 	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
 	defer fetch.wait() // before src.Close (deferred above)
-	wm := newMarks(o.Store, c.Name, dst)
+	// A page is reported (OnPage, the "page applied" line) once its
+	// watermark is written, in page order.
+	wm := newMarks(o.Store, c.Name, dst, func(k mark, saved []string) {
+		if o.OnPage != nil {
+			o.OnPage(PageStats{Rows: int64(k.rows), Written: k.written, Cursor: saved})
+		}
+		log.Debug("page applied", "page", k.page, "rows", k.rows, "written", k.written, "cursor", k.last)
+	})
 	// done ends the run however it ends: every page committed so far
 	// becomes durable and gets its watermark, as if each had been written
 	// right after its commit (only a killed process leaves the watermark a
@@ -236,14 +243,10 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			}
 			behind = !less
 		}
-		if err := wm.committed(p, !behind); err != nil {
+		if err := wm.committed(p, res.Pages, ar.Written, !behind); err != nil {
 			return res, err
 		}
 		res.Cursor = wm.saved
-		if o.OnPage != nil {
-			o.OnPage(PageStats{Rows: int64(p.Len()), Written: ar.Written, Cursor: res.Cursor})
-		}
-		log.Debug("page applied", "page", res.Pages, "rows", p.Len(), "written", ar.Written, "cursor", p.Last)
 		if p.Len() < c.Source.PageSize {
 			return done(nil)
 		}
