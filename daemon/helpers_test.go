@@ -22,24 +22,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testbin"
 )
 
 // binary is the syncd built once for the package's tests.
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "syncd-daemon-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "syncd")
-	if out, err := exec.Command("go", "build", "-o", binary, "../cmd/syncd").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build syncd: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	pgtest.Main(m, func() { os.RemoveAll(dir) })
+	var cleanup func()
+	binary, cleanup = testbin.Build()
+	pgtest.Main(m, cleanup)
 }
 
 // fixture is a source table and its copy in one test database.

@@ -13,22 +13,15 @@ import (
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testbin"
 )
 
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "syncd-bin-")
-	if err != nil {
-		panic(err)
-	}
-	binary = filepath.Join(dir, "syncd")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build syncd: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	defer os.RemoveAll(dir)
-	pgtest.Main(m)
+	var cleanup func()
+	binary, cleanup = testbin.Build()
+	pgtest.Main(m, cleanup)
 }
 
 type result struct {

@@ -1,0 +1,34 @@
+// Package testbin builds the real syncd binary once for a test package, so
+// that tests can drive it as a subprocess where signals, exit codes and
+// crashes matter.
+package testbin
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+)
+
+// Build compiles cmd/syncd (with the given build tags) into a temporary
+// folder and returns the binary's path and a function that removes it. On
+// failure it prints the compiler's output and exits the test process.
+func Build(tags ...string) (path string, cleanup func()) {
+	dir, err := os.MkdirTemp("", "syncd-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "make a folder for the syncd binary:", err)
+		os.Exit(1)
+	}
+	path = filepath.Join(dir, "syncd")
+	args := []string{"build", "-o", path}
+	for _, t := range tags {
+		args = append(args, "-tags", t)
+	}
+	cmd := exec.Command("go", append(args, "github.com/syncd/syncd/cmd/syncd")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build syncd for the tests: %v\n%s", err, out)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	return path, func() { os.RemoveAll(dir) }
+}
