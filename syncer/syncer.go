@@ -219,7 +219,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			fetch.ahead(ctx, next) // while this page is written
 		}
 		if err := lock.Check(ctx); err != nil {
-			return res, err
+			return done(err)
 		}
 		// The page in flight commits even when ctx is cancelled meanwhile:
 		// a cancelled COPY would only roll back and repeat the work.
