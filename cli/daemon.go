@@ -57,6 +57,7 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		Logger:          env.Logger,
 		Version:         Version,
 		Listen:          d.listen,
+		ListenOptional:  !d.listenSet,
 		AdminToken:      token,
 		ShutdownTimeout: d.shutdownTimeout,
 		Stop:            stop,

@@ -46,7 +46,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	}
 	store, err := openState(c.state)
 	if isLocked(err) {
-		return resyncThroughDaemon(ctx, env, &a, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart}, err)
+		return resyncThroughDaemon(ctx, env, &a, c.state, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart}, err)
 	}
 	if err != nil {
 		return err
@@ -65,9 +65,12 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 
 // resyncThroughDaemon asks the daemon that holds the state file to resync;
 // a run in flight finishes its page first.
-func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, req daemon.ResyncRequest, lockErr error) error {
+func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state string, req daemon.ResyncRequest, lockErr error) error {
 	token, err := adminToken(env, a.tokenFile)
 	if err != nil {
+		return err
+	}
+	if _, err := daemonStatus(ctx, a, token, state, lockErr); err != nil {
 		return err
 	}
 	code, body, err := adminCall(ctx, a, token, "POST", "/resync", req, lockErr)

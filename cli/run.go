@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -26,6 +27,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
+	fs.Visit(func(f *flag.Flag) { d.listenSet = d.listenSet || f.Name == "listen" })
 	if !*once && *name != "" {
 		return fmt.Errorf("--source works with --once only; to run one source as a daemon, pass its file to --config: %w", ErrUsage)
 	}
@@ -116,6 +118,7 @@ func stopSignals(ctx context.Context) (context.Context, <-chan struct{}, func())
 // daemonFlags are the flags of `syncd run` without --once.
 type daemonFlags struct {
 	listen          string
+	listenSet       bool // --listen was given, not defaulted
 	shutdownTimeout time.Duration
 	tokenFile       string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,7 +65,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	}
 	store, err := openState(c.state)
 	if isLocked(err) {
-		return statusFromDaemon(ctx, env, &a, *asJSON, err)
+		return statusFromDaemon(ctx, env, &a, c.state, *asJSON, err)
 	}
 	if err != nil {
 		return err
@@ -78,27 +79,41 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 }
 
 // statusFromDaemon asks the daemon that holds the state file for its status.
-func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, asJSON bool, lockErr error) error {
+func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, asJSON bool, lockErr error) error {
 	token, err := adminToken(env, a.tokenFile)
 	if err != nil {
 		return err
 	}
-	code, body, err := adminCall(ctx, a, token, "GET", "/status", nil, lockErr)
+	st, err := daemonStatus(ctx, a, token, state, lockErr)
 	if err != nil {
 		return err
 	}
-	if code != 200 {
-		return fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, apiMessage(body))
-	}
 	if asJSON {
-		_, err := env.Stdout.Write(body)
-		return err
-	}
-	var st Status
-	if err := json.Unmarshal(body, &st); err != nil {
-		return fmt.Errorf("the daemon at %s sent a status this syncd cannot read (%v); run the same syncd version as the daemon", a.listen, err)
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
 	}
 	return PrintStatus(env, st, false)
+}
+
+// daemonStatus reads the status of the daemon at --listen and checks that
+// it is the daemon holding this state file, not another one on the host.
+func daemonStatus(ctx context.Context, a *adminFlags, token, state string, lockErr error) (Status, error) {
+	var st Status
+	code, body, err := adminCall(ctx, a, token, "GET", "/status", nil, lockErr)
+	if err != nil {
+		return st, err
+	}
+	if code != 200 {
+		return st, fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, apiMessage(body))
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return st, fmt.Errorf("the daemon at %s sent a status this syncd cannot read (%v); run the same syncd version as the daemon", a.listen, err)
+	}
+	if abs, err := filepath.Abs(state); err == nil && st.State != abs {
+		return st, fmt.Errorf("%w; the daemon at %s holds another state file (%s): give the --listen address of the daemon that holds %s", lockErr, a.listen, st.State, abs)
+	}
+	return st, nil
 }
 
 // BuildStatus reads the stored state of every configured source.

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"sort"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -59,6 +60,10 @@ type Options struct {
 
 	// Listen is the admin HTTP address; "" serves no HTTP.
 	Listen string
+	// ListenOptional is set when Listen is the default rather than asked
+	// for: when another process already has that address, the daemon runs
+	// without HTTP and says so, instead of refusing to start.
+	ListenOptional bool
 	// OnListen, when set, is called with the address actually bound.
 	OnListen func(addr string)
 	// AdminToken enables POST /resync and is the bearer token it requires.
@@ -137,11 +142,18 @@ func Run(ctx context.Context, o Options) error {
 
 	var srv *http.Server
 	var served chan error
+	var ln net.Listener
 	if o.Listen != "" {
-		ln, err := net.Listen("tcp", o.Listen)
-		if err != nil {
+		var err error
+		ln, err = net.Listen("tcp", o.Listen)
+		switch {
+		case err != nil && o.ListenOptional && errors.Is(err, syscall.EADDRINUSE):
+			d.log.Warn("admin HTTP off: the default address is in use by another process; pass --listen with a free address for /healthz, /readyz, /metrics and /status", "addr", o.Listen)
+		case err != nil:
 			return fmt.Errorf("listen on %s: %w; pass a free address with --listen", o.Listen, err)
 		}
+	}
+	if ln != nil {
 		srv = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
 		served = make(chan error, 1)
 		go func() { served <- srv.Serve(ln) }()

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -79,6 +80,11 @@ type Store struct {
 func Open(path string, timeout time.Duration) (*Store, error) {
 	if timeout <= 0 {
 		timeout = time.Second
+	}
+	// The path is kept absolute: status reports it, and a CLI talking to a
+	// daemon checks that the daemon holds the same file.
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
 	}
 	return open(path, &bolt.Options{Timeout: timeout})
 }

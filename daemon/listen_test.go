@@ -1,0 +1,67 @@
+package daemon_test
+
+import (
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/daemon"
+)
+
+// takeDefaultAddr holds the default admin address for the test, serving a
+// status that belongs to another daemon (another state file).
+func takeDefaultAddr(t *testing.T) {
+	t.Helper()
+	var ln net.Listener
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var err error
+		if ln, err = net.Listen("tcp", daemon.DefaultListen); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the default admin address stayed busy: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"state": "/var/lib/other/syncd.db", "sources": []}`))
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+}
+
+// A daemon started without --listen while another process has the default
+// address runs without HTTP and says so (two replicas on one host must not
+// crash each other), and status for its state file refuses the status of
+// the other daemon found at that address.
+func TestDefaultAddressInUse(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 300)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1s\"")
+	takeDefaultAddr(t)
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := start(t, nil, "run", "--config", path, "--state", state)
+	eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
+	if !strings.Contains(p.output(), "admin HTTP off: the default address is in use by another process") {
+		t.Fatalf("no line says the admin HTTP is off")
+	}
+	code, stdout, stderr := runSyncd(t, nil, "status", "--config", path, "--state", state)
+	if code != 1 || !strings.Contains(stderr, "holds another state file (/var/lib/other/syncd.db)") || stdout != "" {
+		t.Fatalf("status through another daemon's address: exit %d, stdout %q, stderr %q; want exit 1 refusing its status", code, stdout, stderr)
+	}
+	p.signal(t, syscall.SIGTERM)
+	if c := p.wait(t, 10*time.Second); c != 0 {
+		t.Fatalf("exit %d, want 0", c)
+	}
+	// An address asked for with --listen must be free: that is an error.
+	code, _, stderr = runSyncd(t, nil, "run", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
+	if code != 1 || !strings.Contains(stderr, "listen on "+daemon.DefaultListen) {
+		t.Fatalf("--listen on a busy address: exit %d, stderr %q; want 1 naming the address", code, stderr)
+	}
+}
