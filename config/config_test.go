@@ -166,3 +166,23 @@ func TestParseTable(t *testing.T) {
 		}
 	}
 }
+
+// Every example in configs/ is a valid source file (with its ${VAR}s set).
+func TestExampleConfigsLoad(t *testing.T) {
+	for _, v := range []string{"SOURCE_DSN", "SINK_DSN", "DEMO_DSN", "MEMBERS_DSN", "GRANTS_DSN"} {
+		t.Setenv(v, "postgres://syncd@127.0.0.1:5432/example")
+	}
+	cfgs, err := Load("../configs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, c := range cfgs {
+		names[c.Name] = true
+	}
+	for _, want := range []string{"customers", "demo-orders", "comeback-2026-10"} {
+		if !names[want] {
+			t.Errorf("configs/ has no source %q (loaded %v)", want, names)
+		}
+	}
+}
