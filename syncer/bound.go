@@ -16,6 +16,10 @@ import (
 // transactions are always open and are logged at debug level only.
 var HoldWarnAfter = time.Second
 
+// AheadWait is how far ahead of the source's clock a row may be stamped
+// for a run to wait for the clock rather than leave it to the next run.
+var AheadWait = 2 * time.Second
+
 // blindWarned remembers the sources whose blind bound was already logged:
 // that warning is said once per process, not at every run.
 var blindWarned sync.Map
@@ -27,6 +31,25 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 	b, err := src.Bound(ctx)
 	if err != nil {
 		return b, err
+	}
+	// Rows stamped a moment ahead of the source's clock (now() plus an
+	// offset, an application clock slightly fast) would wait for the next
+	// run; when they are at most AheadWait away, wait for the clock to pass
+	// them and take the bound again, so a run catches up with them.
+	ahead, ok, err := src.AheadOfClock(ctx, b, AheadWait)
+	if err != nil {
+		return b, err
+	}
+	if ok {
+		log.Debug("waiting for the source clock to pass rows stamped ahead of it", "wait", ahead.Round(time.Millisecond).String())
+		select {
+		case <-time.After(ahead + time.Millisecond):
+		case <-ctx.Done():
+			return b, ctx.Err()
+		}
+		if b, err = src.Bound(ctx); err != nil {
+			return b, err
+		}
 	}
 	if w := b.Warning(c.Source.Lookback.Duration); w != "" {
 		key := c.Name + "\x00" + pgutil.Describe(c.Source.DSN)

@@ -173,3 +173,24 @@ func TestTypesRoundTrip(t *testing.T) {
 		t.Fatalf("copy column types\n got  %s\n want %s", types, want)
 	}
 }
+
+// Rows stamped a moment ahead of the source's clock (now() plus an offset)
+// arrive in the same run: it waits for the clock to pass them. A row
+// stamped an hour ahead still waits for the clock (the commit-safe bound),
+// and is not read early.
+func TestRowsStampedAheadOfTheClock(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	e.src.Exec(t, `INSERT INTO orders SELECT g, now() + g * interval '2 milliseconds', 'o' || g, g FROM generate_series(1, 500) g`)
+	e.src.Exec(t, `INSERT INTO orders VALUES (9999, now() + interval '1 hour', 'far', 1)`)
+	res := e.run(t, e.config(t, "public.orders", 100, ""), syncer.Options{})
+	if res.Rows != 500 {
+		t.Fatalf("read %d rows, want the 500 stamped up to 1 s ahead (and not the one an hour ahead)", res.Rows)
+	}
+	var far int
+	if err := e.dst.Pool.QueryRow(context.Background(), "SELECT count(*) FROM copy WHERE id = 9999").Scan(&far); err != nil || far != 0 {
+		t.Fatalf("the row stamped an hour ahead was copied (%d, %v); it must wait for the clock", far, err)
+	}
+	e.src.Exec(t, "DELETE FROM orders WHERE id = 9999")
+	e.assertSame(t, "orders", "t.*")
+}
