@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/syncd/syncd/internal/pgutil"
@@ -25,8 +24,8 @@ func (r *Reader) AheadOfClock(ctx context.Context, b Bound, within time.Duration
 	q := "SELECT extract(epoch FROM max(" + col + ") - $1::" + first.Type + ")::float8 FROM " +
 		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) +
 		" WHERE " + col + " >= $1::" + first.Type + " AND " + col + " < $1::" + first.Type + " + $2::interval"
-	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
-		q += " AND (" + w + ")"
+	if f := r.filter(); f != "" {
+		q += " AND " + f
 	}
 	var secs *float64
 	if err := r.conn.QueryRow(ctx, q, b.Value, fmt.Sprintf("%d microseconds", within.Microseconds())).Scan(&secs); err != nil {

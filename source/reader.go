@@ -82,8 +82,8 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 		params = append(params, v)
 		return fmt.Sprintf("$%d::%s", len(params), typ)
 	}
-	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
-		conds = append(conds, "("+w+")")
+	if f := r.filter(); f != "" {
+		conds = append(conds, f)
 	}
 	first := r.Table.Cursor[0]
 	switch {
@@ -209,8 +209,8 @@ func (r *Reader) CheckNulls(ctx context.Context) error {
 		return nil
 	}
 	q := "SELECT count(*) FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " WHERE (" + strings.Join(nullable, " OR ") + ")"
-	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
-		q += " AND (" + w + ")"
+	if f := r.filter(); f != "" {
+		q += " AND " + f
 	}
 	var n int64
 	if err := r.conn.QueryRow(ctx, q).Scan(&n); err != nil {
@@ -220,4 +220,12 @@ func (r *Reader) CheckNulls(ctx context.Context) error {
 		return fmt.Errorf("%s has %d rows with a NULL cursor column (%s); a cursor never returns them: set a value and add NOT NULL", r.Table.Ident, n, strings.Join(r.cfg.Source.Cursor, ", "))
 	}
 	return nil
+}
+
+// filter is source.where in parentheses, or "" when there is none.
+func (r *Reader) filter() string {
+	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
+		return "(" + w + ")"
+	}
+	return ""
 }

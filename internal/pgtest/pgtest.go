@@ -10,7 +10,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"sync"
 	"testing"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/syncd/syncd/internal/pgutil"
 	"go.uber.org/goleak"
 )
 
@@ -67,7 +67,7 @@ func AdminURL(t testing.TB) string {
 		defer cancel()
 		c, err := StartCluster(ctx)
 		if err != nil {
-			adminErr = fmt.Errorf("no PostgreSQL answers at %s and a throwaway cluster could not start: %w", redact(u), err)
+			adminErr = fmt.Errorf("no PostgreSQL answers at %s and a throwaway cluster could not start: %w", pgutil.Describe(u), err)
 			return
 		}
 		cluster = c
@@ -101,7 +101,7 @@ func NewDB(t testing.TB) *DB {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		t.Fatalf("create test database %s: %v", name, err)
 	}
-	dbURL := withDatabase(admin, name)
+	dbURL := pgutil.WithDatabase(admin, name)
 	pool, err := pgxpool.New(ctx, dbURL)
 	if err != nil {
 		t.Fatalf("pool for %s: %v", name, err)
@@ -129,24 +129,6 @@ func (d *DB) Exec(t testing.TB, sql string, args ...any) {
 	if _, err := d.Pool.Exec(context.Background(), sql, args...); err != nil {
 		t.Fatalf("exec %q: %v", sql, err)
 	}
-}
-
-// withDatabase replaces the database in a postgres:// URL.
-func withDatabase(raw, db string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	u.Path = "/" + db
-	return u.String()
-}
-
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 func randomHex(n int) string {

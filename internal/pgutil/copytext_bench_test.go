@@ -1,9 +1,11 @@
-package pgutil
+package pgutil_test
 
 import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/syncd/syncd/internal/pgutil"
 )
 
 // benchRows is a 1,000-row page of the benchmark's shape, as text.
@@ -29,7 +31,7 @@ func BenchmarkAppendCopyText(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf.Reset()
-		AppendCopyText(&buf, rows)
+		pgutil.AppendCopyText(&buf, rows)
 	}
 	b.SetBytes(int64(buf.Len()))
 }

@@ -1,4 +1,4 @@
-package pgutil
+package pgutil_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/pgutil"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -95,7 +96,7 @@ func FuzzAppendCopyText(f *testing.F) {
 		}
 		rows := [][][]byte{{a, second}, {second, a, a}}
 		var buf bytes.Buffer
-		AppendCopyText(&buf, rows)
+		pgutil.AppendCopyText(&buf, rows)
 		if got := decodeCopyText(t, buf.Bytes()); !equalRows(got, rows) {
 			t.Fatalf("rows %q encoded as %q read back as %q", rows, buf.Bytes(), got)
 		}
@@ -129,7 +130,7 @@ func TestCopyTextThroughPostgreSQL(t *testing.T) {
 	}
 	rows = append(rows, [][]byte{[]byte("2000"), []byte(`\N`), []byte(`\\N`)})
 	var buf bytes.Buffer
-	AppendCopyText(&buf, rows)
+	pgutil.AppendCopyText(&buf, rows)
 	conn, err := db.Pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)

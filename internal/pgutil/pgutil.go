@@ -54,6 +54,17 @@ func Describe(dsn string) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }
 
+// WithDatabase returns a postgres:// URL with its database replaced by db;
+// a DSN that is not a URL comes back unchanged.
+func WithDatabase(raw, db string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	u.Path = "/" + db
+	return u.String()
+}
+
 // Password returns the password a DSN carries, or "".
 func Password(dsn string) string {
 	cfg, err := pgconn.ParseConfig(dsn)

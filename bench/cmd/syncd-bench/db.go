@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
 )
 
 // bench holds the two databases (source and sink) and the scratch folder
@@ -32,7 +32,7 @@ type bench struct {
 func newBench(ctx context.Context, o *options) (*bench, error) {
 	admin, err := pgx.Connect(ctx, o.adminURL)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", redact(o.adminURL), err)
+		return nil, fmt.Errorf("connect to %s: %w", pgutil.Describe(o.adminURL), err)
 	}
 	suffix := make([]byte, 4)
 	rand.Read(suffix)
@@ -82,22 +82,7 @@ func (b *bench) cleanup() {
 }
 
 // url is the admin URL pointed at database db.
-func (b *bench) url(db string) string {
-	u, err := url.Parse(b.o.adminURL)
-	if err != nil {
-		return b.o.adminURL
-	}
-	u.Path = "/" + db
-	return u.String()
-}
-
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "the server"
-	}
-	return u.Redacted()
-}
+func (b *bench) url(db string) string { return pgutil.WithDatabase(b.o.adminURL, db) }
 
 // itemsDDL is the benchmark table: bigint id, a timestamptz cursor with
 // about 40% of the rows sharing one value, text, numeric(12,2), text[] and
