@@ -44,6 +44,14 @@ type Bound struct {
 	roleSQL string // Role quoted as quote_ident does
 }
 
+// ClockAllowance is how far past the source's clock a temporal cursor value
+// may lie and still count as written now. The watermark never moves past
+// the source's clock plus this allowance, whatever source.bound says; rows
+// stamped beyond it (a typo'd year, 'infinity') are counted and reported,
+// never allowed to carry the watermark away from the rows written after
+// them.
+const ClockAllowance = time.Minute
+
 // Holder is an open transaction on the source.
 type Holder struct {
 	PID   int32
