@@ -88,6 +88,17 @@ func (c *Config) Errorf(key, format string, args ...any) error {
 	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
+// KeyErrorf is Errorf for sink.key. The key defaults to the last cursor
+// column, so when the file does not set sink.key the error points at the
+// line of source.cursor.
+func (c *Config) KeyErrorf(format string, args ...any) error {
+	line, ok := c.Lines["sink.key"]
+	if !ok {
+		line = c.Lines["source.cursor"]
+	}
+	return &FieldError{File: c.File, Line: line, Key: "sink.key", Msg: fmt.Sprintf(format, args...)}
+}
+
 // FieldError is a config error at one key of one file.
 type FieldError struct {
 	File string

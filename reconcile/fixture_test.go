@@ -55,7 +55,7 @@ CREATE TABLE public.items (
   updated_at timestamptz NOT NULL,
   i int, b bigint, n numeric, t text, f boolean, tz timestamptz, ts timestamp, d date,
   j jsonb, a text[], by bytea, u uuid, fl float8,
-  price numeric, doc json, nums numeric[]
+  price numeric(10,1), doc json, nums numeric(9,2)[]
 );
 CREATE INDEX ON public.items (updated_at, id);
 INSERT INTO public.items
@@ -70,8 +70,10 @@ FROM generate_series(1, %d) g;
 ANALYZE public.items;
 `
 
-// copyTable pre-creates the copy with other type modifiers than the source:
-// numeric(12,2) for price, jsonb for doc, numeric(10,3)[] for nums.
+// copyTable pre-creates the copy with other type modifiers than the source,
+// each wide enough to hold every source value exactly (syncd refuses a
+// narrower one): numeric(12,2) for numeric(10,1) price, jsonb for json doc,
+// numeric(10,3)[] for numeric(9,2)[] nums.
 const copyTable = `
 CREATE TABLE public.items_copy (
   id bigint PRIMARY KEY,

@@ -73,6 +73,8 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 
 // Check verifies an existing copy against the source columns without
 // changing anything; exists is false when the table is still to be created.
+// Every column the copy lacks or cannot hold exactly is reported at once, in
+// one config error; then the key needs a unique index and NOT NULL columns.
 func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, err error) {
 	existing, err := s.columns(ctx)
 	if err != nil {
@@ -81,40 +83,51 @@ func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, 
 	if len(existing) == 0 {
 		return false, nil
 	}
+	var problems []string
 	for _, col := range cols {
-		typ, ok := existing[col.Name]
+		have, ok := existing[col.Name]
 		if !ok {
-			return true, s.cfg.Errorf("sink.table", "column %q of the source is missing from %s; add it (type %s) or drop the table so syncd creates it", col.Name, s.table, col.Type)
+			problems = append(problems, fmt.Sprintf("column %q of the source is missing (add it as %s)", col.Name, col.Type))
+			continue
 		}
-		ok, err = s.assignable(ctx, col.Type, typ)
-		if err != nil {
-			return true, err
-		}
-		if !ok {
-			return true, s.cfg.Errorf("sink.table", "column %q is %s in %s but %s in the source, and PostgreSQL cannot store one in the other; ALTER it to %s or drop the table so syncd creates it", col.Name, typ, s.table, col.Type, col.Type)
+		if ok, why := holds(col.Type, have); !ok {
+			problems = append(problems, fmt.Sprintf("column %q is %s but %s in the source: %s (ALTER it to %s)", col.Name, have, col.Type, why, col.Type))
 		}
 	}
-	return true, s.checkKey(ctx)
+	if len(problems) > 0 {
+		return true, s.cfg.Errorf("sink.table", "%s cannot hold every source value exactly: %s; fix the copy, or drop it so syncd creates it with the source's types",
+			s.table, strings.Join(problems, "; "))
+	}
+	if err := s.checkKey(ctx); err != nil {
+		return true, err
+	}
+	return true, s.checkKeyNotNull(ctx)
 }
 
-// assignable reports whether a copy column of type dst can store the
-// values of a source column of type src: the same type (modifiers aside), or
-// one PostgreSQL converts by an implicit or assignment cast (varchar into
-// text, integer into bigint, json into jsonb), as INSERT would.
-func (s *Postgres) assignable(ctx context.Context, src, dst string) (bool, error) {
-	if src == dst {
-		return true, nil
-	}
-	// A source type unknown in the sink database (an enum copied as text,
-	// say) cannot be judged here: COPY will tell.
-	var ok bool
-	err := s.conn.QueryRow(ctx, `
-SELECT to_regtype($1) IS NULL OR to_regtype($1) = to_regtype($2) OR EXISTS (
-  SELECT 1 FROM pg_cast WHERE castsource = to_regtype($1) AND casttarget = to_regtype($2) AND castcontext IN ('a', 'i'))`, src, dst).Scan(&ok)
+// checkKeyNotNull refuses a copy whose key columns allow NULL: a unique
+// index allows many NULLs, so ON CONFLICT would never match such a row.
+func (s *Postgres) checkKeyNotNull(ctx context.Context) error {
+	rows, err := s.conn.Query(ctx, `
+SELECT a.attname
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND a.attname = ANY($3::text[])
+  AND a.attnum > 0 AND NOT a.attisdropped AND NOT a.attnotnull
+ORDER BY a.attnum`, s.table.Schema, s.table.Name, s.cfg.Sink.Key)
 	if err != nil {
-		return false, fmt.Errorf("compare column types %s and %s of sink table %s: %w", src, dst, s.table, err)
+		return fmt.Errorf("read key columns of sink table %s: %w", s.table, err)
 	}
-	return ok, nil
+	nullable, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("read key columns of sink table %s: %w", s.table, err)
+	}
+	if len(nullable) == 0 {
+		return nil
+	}
+	k := nullable[0]
+	return s.cfg.KeyErrorf("key column %q of the copy %s (source %s) allows NULL, and a unique index lets any number of NULL keys in, so such rows would be added again on every run; run ALTER TABLE %s ALTER COLUMN %s SET NOT NULL on the sink, or choose NOT NULL key columns",
+		k, s.table, s.cfg.Name, s.qualified(), pgutil.Ident(k))
 }
 
 func (s *Postgres) columns(ctx context.Context) (map[string]string, error) {

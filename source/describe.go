@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
 
@@ -121,7 +122,30 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 	if err := checkTieBreaker(ctx, conn, c, ident, all); err != nil {
 		return nil, err
 	}
+	if err := checkKeyNotNull(c, ident, byName); err != nil {
+		return nil, err
+	}
 	return t, nil
+}
+
+// checkKeyNotNull refuses a copy keyed by a source column that allows NULL.
+// A unique index allows any number of NULLs in the copy, so ON CONFLICT
+// never matches a row with a NULL key and every run would add it again.
+// A column that holds no NULL today is refused too: the guarantee cannot
+// rest on the data. (A coupon campaign's targets table has a primary key,
+// which refuses a NULL key loudly.)
+func checkKeyNotNull(c *config.Config, t config.Table, byName map[string]catalogColumn) error {
+	if c.Sink.Type != config.SinkPostgres {
+		return nil
+	}
+	for _, k := range c.Sink.Key {
+		if byName[k].NotNull {
+			continue
+		}
+		return c.KeyErrorf("key column %q of source table %s (source %s) allows NULL, and rows with a NULL key would be added to the copy again on every run; run ALTER TABLE %s ALTER COLUMN %s SET NOT NULL on the source, or choose NOT NULL key columns",
+			k, t, c.Name, pgutil.Qualified(t.Schema, t.Name), pgutil.Ident(k))
+	}
+	return nil
 }
 
 func columns(ctx context.Context, conn *pgx.Conn, t config.Table) ([]catalogColumn, error) {
