@@ -59,11 +59,16 @@ func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
 // read from the source's clock, and the keys that source.where selects at
 // as_of are written to the targets table in one sink transaction with the
 // campaign row, then the targets table is ANALYZEd (without statistics the
-// keyset pages fall back to full sorts). src is a connection to the source
-// database; when the sink is the same database the keys are copied by one
-// INSERT ... SELECT, otherwise they are streamed with COPY.
+// keyset pages fall back to full sorts). src is the connection to the source
+// database, whose role decides which rows the targets are: only when the
+// sink connection provably reads with the same rights (sameRights) are the
+// keys copied by one INSERT ... SELECT on the sink, otherwise they are
+// streamed from src with COPY.
 func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Table) (Campaign, error) {
-	same := sameDatabase(g.cfg.Source.DSN, g.cfg.Sink.DSN)
+	same, err := sameRights(ctx, src, g.conn, g.cfg.Source.DSN, g.cfg.Sink.DSN)
+	if err != nil {
+		return Campaign{}, fmt.Errorf("freeze targets of campaign %s: %w", g.campaign, err)
+	}
 	for attempt := 1; ; attempt++ {
 		c, ok, err := g.Load(ctx)
 		if err != nil {
@@ -146,8 +151,9 @@ func (g *Grants) insertCampaign(ctx context.Context, tx pgx.Tx, srcTable config.
 }
 
 // freezeSame freezes in one REPEATABLE READ transaction of the sink (which
-// is also the source), so as_of and the snapshot the targets are read in
-// are taken together. It reports false when another run froze first.
+// is also the source, read with the source's rights: see sameRights), so
+// as_of and the snapshot the targets are read in are taken together. It
+// reports false when another run froze first.
 func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, error) {
 	tx, err := g.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
@@ -262,19 +268,6 @@ func streamKeys(ctx context.Context, src *pgx.Conn, q string, params [][]byte, c
 func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
 	_, err := tx.Exec(ctx, "UPDATE "+g.t.campaigns+" SET targets = $2 WHERE campaign_id = $1", g.campaign, n)
 	return err
-}
-
-// sameDatabase reports whether two DSNs name the same host, port and database.
-func sameDatabase(a, b string) bool {
-	ca, err := pgconn.ParseConfig(a)
-	if err != nil {
-		return false
-	}
-	cb, err := pgconn.ParseConfig(b)
-	if err != nil {
-		return false
-	}
-	return ca.Host == cb.Host && ca.Port == cb.Port && ca.Database == cb.Database
 }
 
 // analyzeIfNever analyzes the targets table when it has no statistics yet
