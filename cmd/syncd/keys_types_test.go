@@ -121,6 +121,20 @@ func TestNullableKeyRefused(t *testing.T) {
 			t.Fatalf("copy differs from the source:\n%s\nwant\n%s", got, want)
 		}
 	})
+	t.Run("a copy syncd creates has a NOT NULL primary key", func(t *testing.T) {
+		dir := t.TempDir()
+		c := writeConfig(t, dir, "made.yaml", keyConfig(src, dst, "items", "items_made", "code"))
+		if r := syncd(t, nil, "run", "--once", "--config", c, "--state", filepath.Join(dir, "state.db")); r.code != 0 {
+			t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+		}
+		if n := count(t, dst, `SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+			WHERE i.indrelid = 'items_made'::regclass AND i.indisprimary AND i.indnatts = 1 AND a.attname = 'code' AND a.attnotnull`); n != 1 {
+			t.Fatal("the copy syncd created has no NOT NULL primary key on code")
+		}
+		if got, want := rowsText(t, dst, "items_made"), rowsText(t, src, "items"); got != want {
+			t.Fatalf("copy differs from the source")
+		}
+	})
 }
 
 // A copy column narrower than the source's rounded every value, silently
