@@ -125,9 +125,13 @@ ORDER BY a.attnum`, s.table.Schema, s.table.Name, s.cfg.Sink.Key)
 	if len(nullable) == 0 {
 		return nil
 	}
-	k := nullable[0]
-	return s.cfg.KeyErrorf("key column %q of the copy %s (source %s) allows NULL, and a unique index lets any number of NULL keys in, so such rows would be added again on every run; run ALTER TABLE %s ALTER COLUMN %s SET NOT NULL on the sink, or choose NOT NULL key columns",
-		k, s.table, s.cfg.Name, s.qualified(), pgutil.Ident(k))
+	names, fixes := make([]string, len(nullable)), make([]string, len(nullable))
+	for i, k := range nullable {
+		names[i] = fmt.Sprintf("%q", k)
+		fixes[i] = "ALTER TABLE " + s.qualified() + " ALTER COLUMN " + pgutil.Ident(k) + " SET NOT NULL"
+	}
+	return s.cfg.KeyErrorf("key column %s of the copy %s (source %s) allows NULL, and a unique index lets any number of NULL keys in, so such rows would be added again on every run; run %s on the sink, or choose NOT NULL key columns",
+		strings.Join(names, ", "), s.table, s.cfg.Name, strings.Join(fixes, "; "))
 }
 
 func (s *Postgres) columns(ctx context.Context) (map[string]string, error) {

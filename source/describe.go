@@ -138,14 +138,18 @@ func checkKeyNotNull(c *config.Config, t config.Table, byName map[string]catalog
 	if c.Sink.Type != config.SinkPostgres {
 		return nil
 	}
+	var names, fixes []string
 	for _, k := range c.Sink.Key {
-		if byName[k].NotNull {
-			continue
+		if !byName[k].NotNull {
+			names = append(names, fmt.Sprintf("%q", k))
+			fixes = append(fixes, "ALTER TABLE "+pgutil.Qualified(t.Schema, t.Name)+" ALTER COLUMN "+pgutil.Ident(k)+" SET NOT NULL")
 		}
-		return c.KeyErrorf("key column %q of source table %s (source %s) allows NULL, and rows with a NULL key would be added to the copy again on every run; run ALTER TABLE %s ALTER COLUMN %s SET NOT NULL on the source, or choose NOT NULL key columns",
-			k, t, c.Name, pgutil.Qualified(t.Schema, t.Name), pgutil.Ident(k))
 	}
-	return nil
+	if len(names) == 0 {
+		return nil
+	}
+	return c.KeyErrorf("key column %s of source table %s (source %s) allows NULL, and rows with a NULL key would be added to the copy again on every run; run %s on the source, or choose NOT NULL key columns",
+		strings.Join(names, ", "), t, c.Name, strings.Join(fixes, "; "))
 }
 
 func columns(ctx context.Context, conn *pgx.Conn, t config.Table) ([]catalogColumn, error) {

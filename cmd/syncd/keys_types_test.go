@@ -92,6 +92,12 @@ func TestNullableKeyRefused(t *testing.T) {
 		c := writeConfig(t, t.TempDir(), "loose.yaml", body)
 		refused(t, c, state, c+":5: sink.key: ", `key column "id" of source table public.loose (source loose) allows NULL`)
 	})
+	t.Run("every nullable column of a composite key", func(t *testing.T) {
+		src.Exec(t, `CREATE TABLE pairs (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, tenant int, code text, UNIQUE (tenant, code))`)
+		c := writeConfig(t, t.TempDir(), "pairs.yaml", keyConfig(src, dst, "pairs", "pairs_copy", "tenant, code"))
+		refused(t, c, state, c+":10: sink.key: ", `key column "tenant", "code" of source table public.pairs (source pairs) allows NULL`,
+			`run ALTER TABLE "public"."pairs" ALTER COLUMN "tenant" SET NOT NULL; ALTER TABLE "public"."pairs" ALTER COLUMN "code" SET NOT NULL on the source`)
+	})
 	t.Run("copy key nullable", func(t *testing.T) {
 		src.Exec(t, `ALTER TABLE items ALTER COLUMN code SET NOT NULL`)
 		dst.Exec(t, `CREATE TABLE items_copy (id bigint NOT NULL, updated_at timestamptz NOT NULL, code text UNIQUE, val text)`)
