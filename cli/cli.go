@@ -72,10 +72,11 @@ Usage:
 to $SYNCD_STATE, else ./syncd.db. Without --once, run is a daemon that runs
 each source on its schedule until SIGTERM/SIGINT (SIGHUP reloads the configs)
 and serves /healthz /readyz /metrics /status on --listen (default
-127.0.0.1:7391). status and resync go through that address when the daemon
-holds the state file; resync needs the admin token ($SYNCD_ADMIN_TOKEN or
---admin-token-file). Exit codes: 0 ok, 1 failure or differences found, 2
-usage or config error.
+127.0.0.1:7391). When the daemon holds the state file, status and resync
+go through its admin socket STATE.sock, or over TCP with --listen ADDR
+(resync then sends the admin token, $SYNCD_ADMIN_TOKEN or
+--admin-token-file, once the daemon has proved it holds the state file).
+Exit codes: 0 ok, 1 failure or differences found, 2 usage or config error.
 `
 
 type command func(ctx context.Context, env *Env, args []string) error

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -12,6 +13,7 @@ import (
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/syncer"
 )
 
 // runDaemon is `syncd run` without --once: it holds the state file, wires
@@ -50,13 +52,14 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		}
 	}()
 
-	return daemon.Run(ctx, daemon.Options{
+	err = daemon.Run(ctx, daemon.Options{
 		ConfigPath:      c.config,
 		Configs:         cfgs,
 		Store:           store,
 		Logger:          env.Logger,
 		Version:         Version,
 		Listen:          d.listen,
+		Socket:          daemon.SocketPath(store.Path()),
 		ListenOptional:  !d.listenSet,
 		AdminToken:      token,
 		ShutdownTimeout: d.shutdownTimeout,
@@ -66,10 +69,22 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 			env.scrub.add(pgutil.Password(c.Source.DSN))
 			env.scrub.add(pgutil.Password(c.Sink.DSN))
 		},
-		Status: func(cfgs []*config.Config) (any, error) { return BuildStatus(store, cfgs) },
+		Status: func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error) {
+			st, err := BuildStatus(store, cfgs)
+			for i, s := range st.Sources {
+				if p, ok := running[s.Name]; ok {
+					st.Sources[i].Running = &p
+				}
+			}
+			return st, err
+		},
 		Resync: func(name string, from time.Time) error { return Resync(store, name, from) },
 		Reconcile: func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
 			return ReconcileSource(ctx, cfg, store, cfg.Reconcile != nil && cfg.Reconcile.Repair, env.Logger)
 		},
 	})
+	if errors.Is(err, daemon.ErrListen) {
+		return fmt.Errorf("%w: %w", err, ErrUsage)
+	}
+	return err
 }

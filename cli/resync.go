@@ -70,10 +70,11 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 	if err != nil {
 		return err
 	}
-	if _, err := daemonStatus(ctx, a, token, state, lockErr); err != nil {
+	c, err := newAdminClient(a, state, token, lockErr)
+	if err != nil {
 		return err
 	}
-	code, body, err := adminCall(ctx, a, token, "POST", "/resync", req, lockErr)
+	code, body, err := c.call(ctx, "POST", "/resync", req)
 	if err != nil {
 		return err
 	}
@@ -83,11 +84,11 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 		fmt.Fprintln(env.Stdout, msg)
 		return nil
 	case 401:
-		return fmt.Errorf("the daemon at %s refused the admin token: set SYNCD_ADMIN_TOKEN (or --admin-token-file) to the daemon's token", a.listen)
+		return fmt.Errorf("the daemon at %s refused the admin token: set SYNCD_ADMIN_TOKEN (or --admin-token-file) to the daemon's token, or leave out --listen to use its admin socket", c.where)
 	case 403:
-		return fmt.Errorf("the daemon at %s holds the state file and its resync endpoint is off: restart it with SYNCD_ADMIN_TOKEN or --admin-token-file, or stop it and run resync again", a.listen)
+		return fmt.Errorf("the daemon at %s holds the state file and its resync endpoint over TCP is off: leave out --listen to use its admin socket, or restart it with SYNCD_ADMIN_TOKEN or --admin-token-file", c.where)
 	}
-	return fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, msg)
+	return fmt.Errorf("the daemon at %s answered %d: %s", c.where, code, msg)
 }
 
 // Resync moves the watermark of name back to from (the zero time: the start).

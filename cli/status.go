@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,12 +26,31 @@ type SourceStatus struct {
 	LastStatus   string   `json:"last_status,omitempty"`
 	LastError    string   `json:"last_error,omitempty"`
 	LastSuccess  string   `json:"last_success_at,omitempty"`
-	RowsLastRun  int64    `json:"rows_applied_last_run"`
+	RowsLastRun  int64    `json:"rows_applied_last_run"` // rows read and applied by the last run
 	PagesLastRun int64    `json:"pages_last_run"`
-	RowsTotal    int64    `json:"rows_applied_total"`
-	// LagSeconds is now minus the watermark's timestamp (nil when the first
-	// cursor column is not a timestamp or nothing was applied yet).
-	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// The row counters since the state began, exactly the counters of the
+	// same names in /metrics (syncd_rows_*_total): rows read (re-reads
+	// included), written (inserted or changed), deleted (soft deletes) and
+	// unchanged (read but neither written nor deleted: lookback re-reads,
+	// rows already equal). RowsTotal is RowsWritten, under its old name.
+	RowsRead      int64 `json:"rows_read_total"`
+	RowsWritten   int64 `json:"rows_written_total"`
+	RowsDeleted   int64 `json:"rows_deleted_total"`
+	RowsUnchanged int64 `json:"rows_unchanged_total"`
+	RowsTotal     int64 `json:"rows_applied_total"`
+	// CaughtUp is the point up to which the copy was last known to hold
+	// every committed source row (the read bound of the last run that
+	// caught up); FreshnessSeconds is now minus it (nil before the first
+	// run that caught up).
+	CaughtUp         string   `json:"caught_up,omitempty"`
+	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
+	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
+	// of the newest row in the copy, which grows while the source is quiet
+	// (nil when the first cursor column is not a timestamp or nothing was
+	// applied yet).
+	NewestRowAgeSeconds *float64 `json:"newest_row_age_seconds,omitempty"`
+	// Running is the progress of the run going (only from a daemon).
+	Running *syncer.Progress `json:"running,omitempty"`
 	// Bound is the commit-safe read limit of the last run; HeldBackSeconds
 	// is how far it was behind the source's clock; the holder fields name
 	// the open transaction that held it back, if one did.
@@ -84,7 +102,11 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 	if err != nil {
 		return err
 	}
-	st, err := daemonStatus(ctx, a, token, state, lockErr)
+	c, err := newAdminClient(a, state, token, lockErr)
+	if err != nil {
+		return err
+	}
+	st, err := daemonStatus(ctx, c)
 	if err != nil {
 		return err
 	}
@@ -96,22 +118,19 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 	return PrintStatus(env, st, false)
 }
 
-// daemonStatus reads the status of the daemon at --listen and checks that
-// it is the daemon holding this state file, not another one on the host.
-func daemonStatus(ctx context.Context, a *adminFlags, token, state string, lockErr error) (Status, error) {
+// daemonStatus reads the status of the daemon holding the state file,
+// once it has proved that it holds it.
+func daemonStatus(ctx context.Context, c *adminClient) (Status, error) {
 	var st Status
-	code, body, err := adminCall(ctx, a, token, "GET", "/status", nil, lockErr)
+	code, body, err := c.call(ctx, "GET", "/status", nil)
 	if err != nil {
 		return st, err
 	}
 	if code != 200 {
-		return st, fmt.Errorf("the daemon at %s answered %d: %s", a.listen, code, apiMessage(body))
+		return st, fmt.Errorf("the daemon at %s answered %d: %s", c.where, code, apiMessage(body))
 	}
 	if err := json.Unmarshal(body, &st); err != nil {
-		return st, fmt.Errorf("the daemon at %s sent a status this syncd cannot read (%v); run the same syncd version as the daemon", a.listen, err)
-	}
-	if abs, err := filepath.Abs(state); err == nil && st.State != abs {
-		return st, fmt.Errorf("%w; the daemon at %s holds another state file (%s): give the --listen address of the daemon that holds %s", lockErr, a.listen, st.State, abs)
+		return st, fmt.Errorf("the daemon at %s sent a status this syncd cannot read (%v); run the same syncd version as the daemon", c.where, err)
 	}
 	return st, nil
 }
@@ -126,31 +145,41 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			return out, err
 		}
 		out.Sources = append(out.Sources, withBound(now, s, SourceStatus{
-			Name:         c.Name,
-			Table:        c.Source.Table,
-			Sink:         c.Sink.Table,
-			Watermark:    watermarkText(s.Cursor),
-			Cursor:       s.Cursor,
-			ResyncFrom:   s.From,
-			LastRunAt:    timeText(s.LastRunAt),
-			LastStatus:   s.LastStatus,
-			LastError:    s.LastError,
-			LastSuccess:  timeText(s.LastSuccess),
-			RowsLastRun:  s.LastRows,
-			PagesLastRun: s.LastPages,
-			RowsTotal:    s.TotalRows,
+			Name:          c.Name,
+			Table:         c.Source.Table,
+			Sink:          c.Sink.Table,
+			Watermark:     watermarkText(s.Cursor),
+			Cursor:        s.Cursor,
+			ResyncFrom:    s.From,
+			LastRunAt:     timeText(s.LastRunAt),
+			LastStatus:    s.LastStatus,
+			LastError:     s.LastError,
+			LastSuccess:   timeText(s.LastSuccess),
+			RowsLastRun:   s.LastRows,
+			PagesLastRun:  s.LastPages,
+			RowsRead:      s.TotalRead,
+			RowsWritten:   s.TotalWritten,
+			RowsDeleted:   s.TotalDeleted,
+			RowsUnchanged: max(s.TotalRead-s.TotalWritten-s.TotalDeleted, 0),
+			RowsTotal:     s.TotalWritten,
 		}))
 	}
 	return out, nil
 }
 
-// withBound adds the lag and the last run's read bound to a source's status.
+// withBound adds the freshness, the newest row's age and the last run's
+// read bound to a source's status.
 func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus {
 	if len(s.Cursor) > 0 {
 		if t, ok := ParsePGTime(s.Cursor[0]); ok {
-			lag := now.Sub(t).Round(time.Millisecond).Seconds()
-			out.LagSeconds = &lag
+			age := now.Sub(t).Round(time.Millisecond).Seconds()
+			out.NewestRowAgeSeconds = &age
 		}
+	}
+	if !s.CaughtUp.IsZero() {
+		out.CaughtUp = timeText(s.CaughtUp)
+		f := now.Sub(s.CaughtUp).Round(time.Millisecond).Seconds()
+		out.FreshnessSeconds = &f
 	}
 	out.Bound = timeText(s.Bound)
 	if !s.Bound.IsZero() && !s.BoundAt.IsZero() {
@@ -170,7 +199,7 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		return enc.Encode(st)
 	}
 	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tROWS LAST RUN\tROWS TOTAL\tLAG\tBOUND")
+	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tFRESHNESS\tROWS LAST RUN\tROWS WRITTEN\tNEWEST ROW AGE\tBOUND")
 	for _, s := range st.Sources {
 		wm := s.Watermark
 		switch {
@@ -183,11 +212,11 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		if s.LastError != "" {
 			status += ": " + s.LastError
 		}
-		lag := "-"
-		if s.LagSeconds != nil {
-			lag = (time.Duration(*s.LagSeconds*1000) * time.Millisecond).String()
+		if p := s.Running; p != nil {
+			status = "running: " + progressText(*p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status, s.RowsLastRun, s.RowsTotal, lag, cmpStr(s.Bound, "-"))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status,
+			secondsText(s.FreshnessSeconds), s.RowsLastRun, s.RowsWritten, secondsText(s.NewestRowAgeSeconds), cmpStr(s.Bound, "-"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -201,6 +230,26 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		}
 	}
 	return nil
+}
+
+// secondsText renders a number of seconds as a duration, "-" when unknown.
+func secondsText(sec *float64) string {
+	if sec == nil {
+		return "-"
+	}
+	return (time.Duration(*sec*1000) * time.Millisecond).String()
+}
+
+// progressText renders a running source's progress for the status table.
+func progressText(p syncer.Progress) string {
+	out := fmt.Sprintf("%d rows from %s, %.0f rows/s", p.Rows, p.From, p.RowsPerSecond)
+	if p.Left >= 0 {
+		out += fmt.Sprintf(", ~%d left", p.Left)
+	}
+	if p.ETASeconds >= 0 {
+		out += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+	}
+	return out
 }
 
 func cmpStr(s, def string) string {

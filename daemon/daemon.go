@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sort"
 	"sync"
 	"syscall"
@@ -30,6 +31,7 @@ import (
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -42,6 +44,10 @@ const (
 // ErrShutdownTimeout is returned when the runs in flight did not end within
 // Options.ShutdownTimeout.
 var ErrShutdownTimeout = errors.New("shutdown timed out")
+
+// ErrListen is returned when the address given with Listen (not the
+// optional default) cannot be bound: a usage error.
+var ErrListen = errors.New("admin address cannot be bound")
 
 // ErrForced is returned when Run's context was cancelled (a second signal)
 // before the runs in flight ended.
@@ -66,6 +72,10 @@ type Options struct {
 	ListenOptional bool
 	// OnListen, when set, is called with the address actually bound.
 	OnListen func(addr string)
+	// Socket, when set, is the path of the admin Unix socket (SocketPath of
+	// the state file); the daemon also writes its identity secret beside
+	// the state file (IdentityPath) for clients to verify it.
+	Socket string
 	// AdminToken enables POST /resync and is the bearer token it requires.
 	AdminToken string
 	// ShutdownTimeout bounds the wait for runs in flight after Stop.
@@ -80,8 +90,9 @@ type Options struct {
 	// registers its DSN passwords for scrubbing).
 	OnConfig func(*config.Config)
 	// Status builds the document of GET /status (the JSON of
-	// `syncd status --json`) for the configs in effect.
-	Status func(cfgs []*config.Config) (any, error)
+	// `syncd status --json`) for the configs in effect and the progress of
+	// the runs going.
+	Status func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error)
 	// Resync moves a source's watermark back (from zero: to the start).
 	Resync func(name string, from time.Time) error
 	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
@@ -105,6 +116,7 @@ type daemon struct {
 	ctx     context.Context // cancelled only to force an exit
 	stopCtx context.Context // cancelled at the graceful stop as well
 	stop    chan struct{}   // closed at the graceful stop
+	secret  []byte          // the identity secret (identity.go)
 
 	mu       sync.Mutex
 	wg       sync.WaitGroup
@@ -140,23 +152,38 @@ func Run(ctx context.Context, o Options) error {
 		sources: map[string]*source{},
 	}
 
-	var srv *http.Server
-	var served chan error
 	var ln net.Listener
 	if o.Listen != "" {
 		var err error
 		ln, err = net.Listen("tcp", o.Listen)
 		switch {
 		case err != nil && o.ListenOptional && errors.Is(err, syscall.EADDRINUSE):
-			d.log.Warn("admin HTTP off: the default address is in use by another process; pass --listen with a free address for /healthz, /readyz, /metrics and /status", "addr", o.Listen)
+			d.log.Warn("admin HTTP off: the default address is in use by another process; pass --listen with a free address for /healthz, /readyz, /metrics and /status (status and resync use the admin socket)", "addr", o.Listen)
 		case err != nil:
-			return fmt.Errorf("listen on %s: %w; pass a free address with --listen", o.Listen, err)
+			return fmt.Errorf("%w: %w; pass a free address with --listen, or --listen \"\" for no HTTP", ErrListen, err)
+		}
+	}
+	var servers []*server
+	if o.Socket != "" {
+		secret, err := writeIdentity(o.Store.Path())
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return err
+		}
+		d.secret = secret
+		defer os.Remove(IdentityPath(o.Store.Path()))
+		sl, err := listenSocket(o.Socket)
+		if err != nil {
+			d.log.Warn("admin socket off: syncd status and resync need --listen to reach this daemon", "err", err)
+		} else {
+			servers = append(servers, serve(sl, d.handler(true)))
+			d.log.Info("admin socket listening", "path", o.Socket)
 		}
 	}
 	if ln != nil {
-		srv = &http.Server{Handler: d.handler(), ReadHeaderTimeout: 10 * time.Second}
-		served = make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
+		servers = append(servers, serve(ln, d.handler(false)))
 		d.log.Info("admin HTTP listening", "addr", ln.Addr().String(), "resync_endpoint", o.AdminToken != "")
 		if o.OnListen != nil {
 			o.OnListen(ln.Addr().String())
@@ -181,17 +208,51 @@ func Run(ctx context.Context, o Options) error {
 	}
 	err := d.shutdown(ctx)
 	cancelStop()
-	if srv != nil {
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if herr := srv.Shutdown(hctx); herr != nil {
-			srv.Close()
-		}
-		cancel()
-		if serr := <-served; serr != nil && !errors.Is(serr, http.ErrServerClosed) && err == nil {
-			err = fmt.Errorf("admin HTTP on %s: %w", o.Listen, serr)
+	for _, s := range servers {
+		if serr := s.close(ctx); serr != nil && err == nil {
+			err = serr
 		}
 	}
 	return err
+}
+
+// server is one admin listener being served.
+type server struct {
+	srv    *http.Server
+	addr   string
+	served chan error
+}
+
+func serve(ln net.Listener, h http.Handler) *server {
+	s := &server{srv: &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}, addr: ln.Addr().String(), served: make(chan error, 1)}
+	go func() { s.served <- s.srv.Serve(ln) }()
+	return s
+}
+
+// close stops serving, letting requests in flight end for a few seconds.
+func (s *server) close(ctx context.Context) error {
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if herr := s.srv.Shutdown(hctx); herr != nil {
+		s.srv.Close()
+	}
+	if serr := <-s.served; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("admin HTTP on %s: %w", s.addr, serr)
+	}
+	return nil
+}
+
+// running is the progress of every run going, by source.
+func (d *daemon) running() map[string]syncer.Progress {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[string]syncer.Progress{}
+	for name, s := range d.sources {
+		if p, ok := s.progressNow(); ok {
+			out[name] = p
+		}
+	}
+	return out
 }
 
 // shutdown takes no new run or page and waits for the runs in flight.
@@ -278,8 +339,13 @@ func (d *daemon) add(c *config.Config) {
 	d.mu.Lock()
 	d.sources[c.Name] = s
 	d.mu.Unlock()
-	d.m.AddSource(c.Name)
-	if st, _, err := d.o.Store.Get(c.Name); err == nil && len(st.Cursor) > 0 {
+	st, _, err := d.o.Store.Get(c.Name)
+	if err != nil {
+		st = watermark.State{} // the run reports the damage
+	}
+	d.m.AddSource(c.Name, metrics.Totals{Read: st.TotalRead, Written: st.TotalWritten, Deleted: st.TotalDeleted})
+	d.m.CaughtUp(c.Name, st.CaughtUp)
+	if len(st.Cursor) > 0 {
 		if t, ok := pgutil.ParseTime(st.Cursor[0]); ok {
 			d.m.SetWatermark(c.Name, t)
 		}

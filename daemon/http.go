@@ -4,7 +4,9 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -27,7 +29,10 @@ type Reply struct {
 	Applied bool `json:"applied"`
 }
 
-func (d *daemon) handler() http.Handler {
+// handler serves the admin API; local is true on the Unix socket, whose
+// file mode already limits it to the daemon's user: resync needs no token
+// there.
+func (d *daemon) handler(local bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -35,8 +40,27 @@ func (d *daemon) handler() http.Handler {
 	mux.HandleFunc("GET /readyz", d.readyz)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.reg, promhttp.HandlerOpts{Registry: d.reg}))
 	mux.HandleFunc("GET /status", d.status)
-	mux.HandleFunc("POST /resync", d.resync)
+	mux.HandleFunc("GET /identity", d.identity)
+	mux.HandleFunc("POST /resync", func(w http.ResponseWriter, r *http.Request) { d.resync(w, r, local) })
 	return mux
+}
+
+// identity proves that this process holds the state file (see
+// identity.go): the client checks the proof before it sends a token or
+// believes an answer.
+func (d *daemon) identity(w http.ResponseWriter, r *http.Request) {
+	nonce := r.URL.Query().Get("nonce")
+	if len(nonce) < 32 || len(nonce) > 256 {
+		reply(w, http.StatusBadRequest, Reply{Message: "give a fresh random nonce of 32 to 256 characters: GET /identity?nonce=..."})
+		return
+	}
+	addr, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if addr == nil || d.secret == nil {
+		reply(w, http.StatusInternalServerError, Reply{Message: "identity is not available"})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(Identity{State: d.o.Store.Path(), PID: os.Getpid(), Proof: IdentityProof(d.secret, nonce, addr.String())})
 }
 
 // readyz is 200 when the configs are loaded, the state file is open, no
@@ -77,7 +101,7 @@ func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 		reply(w, http.StatusNotImplemented, Reply{Message: "status is not available in this build"})
 		return
 	}
-	st, err := d.o.Status(d.configs())
+	st, err := d.o.Status(d.configs(), d.running())
 	if err != nil {
 		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
 		return
@@ -91,13 +115,13 @@ func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 // resync moves a source's watermark back, at once when the source is idle
 // or at the end of the run in flight. It changes state, so it is off
 // without an admin token and requires the token as a bearer credential.
-func (d *daemon) resync(w http.ResponseWriter, r *http.Request) {
-	if d.o.AdminToken == "" || d.o.Resync == nil {
-		reply(w, http.StatusForbidden, Reply{Message: "resync over HTTP is off: start the daemon with SYNCD_ADMIN_TOKEN or --admin-token-file to enable it"})
+func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
+	if d.o.Resync == nil || (d.o.AdminToken == "" && !local) {
+		reply(w, http.StatusForbidden, Reply{Message: "resync over HTTP is off: start the daemon with SYNCD_ADMIN_TOKEN or --admin-token-file to enable it, or use its admin socket"})
 		return
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(d.o.AdminToken)) != 1 {
+	if !local && (!ok || subtle.ConstantTimeCompare([]byte(got), []byte(d.o.AdminToken)) != 1) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="syncd"`)
 		reply(w, http.StatusUnauthorized, Reply{Message: "missing or wrong admin token: send the daemon's token (SYNCD_ADMIN_TOKEN or --admin-token-file) as Authorization: Bearer"})
 		return

@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -67,9 +68,11 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 		OnListen:   func(a string) { listening <- a },
 		Stop:       d.stop,
 		Reload:     d.reload,
-		Status:     func(cfgs []*config.Config) (any, error) { return cli.BuildStatus(store, cfgs) },
-		Resync:     func(name string, from time.Time) error { return cli.Resync(store, name, from) },
-		Backoff:    retry.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Attempts: 30},
+		Status: func(cfgs []*config.Config, _ map[string]syncer.Progress) (any, error) {
+			return cli.BuildStatus(store, cfgs)
+		},
+		Resync:  func(name string, from time.Time) error { return cli.Resync(store, name, from) },
+		Backoff: retry.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Attempts: 30},
 	}
 	if edit != nil {
 		edit(&o)

@@ -38,8 +38,9 @@ func takeDefaultAddr(t *testing.T) {
 
 // A daemon started without --listen while another process has the default
 // address runs without HTTP and says so (two replicas on one host must not
-// crash each other), and status for its state file refuses the status of
-// the other daemon found at that address.
+// crash each other); status reaches it over its admin socket, and refuses
+// the status of the other process when sent there with --listen. An
+// address asked for with --listen must be free: exit 2.
 func TestDefaultAddressInUse(t *testing.T) {
 	f := newFixture(t)
 	f.table(t, "src", 300)
@@ -52,6 +53,10 @@ func TestDefaultAddressInUse(t *testing.T) {
 		t.Fatalf("no line says the admin HTTP is off")
 	}
 	code, stdout, stderr := runSyncd(t, nil, "status", "--config", path, "--state", state)
+	if code != 0 || !strings.Contains(stdout, "orders") || !strings.Contains(stdout, " 300 ") {
+		t.Fatalf("status over the admin socket: exit %d, stdout %q, stderr %q; want the daemon's status", code, stdout, stderr)
+	}
+	code, stdout, stderr = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
 	if code != 1 || !strings.Contains(stderr, "holds another state file (/var/lib/other/syncd.db)") || stdout != "" {
 		t.Fatalf("status through another daemon's address: exit %d, stdout %q, stderr %q; want exit 1 refusing its status", code, stdout, stderr)
 	}
@@ -61,7 +66,7 @@ func TestDefaultAddressInUse(t *testing.T) {
 	}
 	// An address asked for with --listen must be free: that is an error.
 	code, _, stderr = runSyncd(t, nil, "run", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
-	if code != 1 || !strings.Contains(stderr, "listen on "+daemon.DefaultListen) {
-		t.Fatalf("--listen on a busy address: exit %d, stderr %q; want 1 naming the address", code, stderr)
+	if code != 2 || !strings.Contains(stderr, "listen tcp "+daemon.DefaultListen) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
+		t.Fatalf("--listen on a busy address: exit %d, stderr %q; want 2 and one line naming the address", code, stderr)
 	}
 }

@@ -88,9 +88,9 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	if err := f.db.Pool.QueryRow(context.Background(), "SELECT max(updated_at) FROM src").Scan(&newest); err != nil {
 		t.Fatal(err)
 	}
-	lag := m[`syncd_lag_seconds{source="orders"}`]
+	lag := m[`syncd_newest_row_age_seconds{source="orders"}`]
 	if wantLag := scraped.Sub(newest).Seconds(); math.Abs(lag-wantLag) > 1 {
-		t.Errorf("lag = %.3fs, want now minus the newest synced updated_at = %.3fs", lag, wantLag)
+		t.Errorf("newest row age = %.3fs, want now minus the newest synced updated_at = %.3fs", lag, wantLag)
 	}
 	eventually(t, 5*time.Second, "an info line per run", func() bool {
 		return strings.Count(d.logs.String(), `"msg":"run done"`) >= 2

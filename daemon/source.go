@@ -36,6 +36,23 @@ type source struct {
 	lastErr string     // the error of the last run when it failed
 	pending *time.Time // a resync waiting for the run in flight to end
 	removed bool
+	prog    *syncer.Progress // the run going, nil when none
+}
+
+// progressNow is the progress of the run going, if one is.
+func (s *source) progressNow() (syncer.Progress, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.prog == nil {
+		return syncer.Progress{}, false
+	}
+	return *s.prog, true
+}
+
+func (s *source) setProgress(p syncer.Progress) {
+	s.mu.Lock()
+	s.prog = &p
+	s.mu.Unlock()
 }
 
 func (s *source) config() *config.Config {
@@ -197,6 +214,7 @@ func (s *source) finish(job, outcome string, err error) {
 		}
 	}
 	s.busy = false
+	s.prog = nil
 	removed := s.removed
 	s.mu.Unlock()
 	if removed {
@@ -215,13 +233,14 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		if len(p.Cursor) > 0 {
 			wm, _ = pgutil.ParseTime(p.Cursor[0])
 		}
-		s.d.m.Page(name, p.Rows, p.Written, wm)
+		s.d.m.Page(name, p.Rows, p.Written, p.Deleted, wm)
 	}
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
-			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage,
+			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress,
 		})
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
+		s.d.m.CaughtUp(name, res.CaughtUp)
 		if c := res.Campaign; c != nil {
 			s.d.m.Campaign(name, c.Targets, c.Granted, c.Missing, c.Extra)
 		}

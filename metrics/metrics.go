@@ -1,6 +1,6 @@
 // Package metrics owns syncd's Prometheus series: what each source's runs
-// read and applied, how long they took and how they ended, how far behind
-// the copy is, and the faults met on the way. Every series lives in a
+// read and wrote, how long they took and how they ended, how fresh the
+// copy is, and the faults met on the way. Every series lives in a
 // registry the caller passes in (never the global one) and carries the
 // label "source". Other parts of syncd add their series through the
 // exported methods (reconcile) or by registering collectors on the same
@@ -26,22 +26,27 @@ const (
 type Metrics struct {
 	reg prometheus.Registerer
 
-	rowsRead    *prometheus.CounterVec
-	rowsApplied *prometheus.CounterVec
-	pages       *prometheus.CounterVec
-	duration    *prometheus.HistogramVec
-	runs        *prometheus.CounterVec
-	lastSuccess *prometheus.GaugeVec
-	failed      *prometheus.GaugeVec
-	retries     *prometheus.CounterVec
-	errors      *prometheus.CounterVec
-	skipped     *prometheus.CounterVec
+	rowsRead      *prometheus.CounterVec
+	rowsApplied   *prometheus.CounterVec
+	rowsWritten   *prometheus.CounterVec
+	rowsDeleted   *prometheus.CounterVec
+	rowsUnchanged *prometheus.CounterVec
+	pages         *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	runs          *prometheus.CounterVec
+	lastSuccess   *prometheus.GaugeVec
+	failed        *prometheus.GaugeVec
+	retries       *prometheus.CounterVec
+	errors        *prometheus.CounterVec
+	skipped       *prometheus.CounterVec
 
 	reconcileRuns     *prometheus.CounterVec
 	reconcileDuration *prometheus.HistogramVec
 	reconcileDiffs    *prometheus.GaugeVec
 
-	lag *lagCollector
+	rowAge   *ageCollector // now minus the newest row's stamp
+	caughtUp *prometheus.GaugeVec
+	fresh    *ageCollector // now minus caughtUp
 	*extra
 }
 
@@ -52,11 +57,23 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		reg: reg,
 		rowsRead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_rows_read_total",
-			Help: "Rows read from the source in pages that committed in the sink.",
+			Help: "Rows read from the source in pages that committed in the sink, re-reads included; counted since the state file began, like status.",
 		}, src),
 		rowsApplied: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_rows_applied_total",
-			Help: "Rows the sink inserted or changed (rows already equal in the copy are not counted).",
+			Help: "Same as syncd_rows_written_total (kept for existing dashboards).",
+		}, src),
+		rowsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_rows_written_total",
+			Help: "Rows the sink inserted or changed; counted since the state file began, like status.",
+		}, src),
+		rowsDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_rows_deleted_total",
+			Help: "Rows the sink removed (soft deletes); counted since the state file began, like status.",
+		}, src),
+		rowsUnchanged: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_rows_unchanged_total",
+			Help: "Rows read that the sink neither wrote nor removed: lookback re-reads, pages read again after a crash or a resync, rows already equal in the copy.",
 		}, src),
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_pages_total",
@@ -104,7 +121,14 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 			Name: "syncd_reconcile_differences",
 			Help: "Differences found by the last reconcile of the source, by kind (for example missing, extra, changed).",
 		}, []string{"source", "kind"}),
-		lag: newLagCollector(),
+		rowAge: newAgeCollector("syncd_newest_row_age_seconds",
+			"Now minus the time in the source's watermark (its first cursor column): the age of the newest row in the copy. It grows while the source receives no writes; it is not how far the copy is behind (see syncd_freshness_seconds)."),
+		caughtUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_last_caught_up_timestamp_seconds",
+			Help: "Unix time up to which the copy was last known to hold every committed source row: the read bound of the last run that caught up (without a bound, the source's clock when that run began reading).",
+		}, src),
+		fresh: newAgeCollector("syncd_freshness_seconds",
+			"Now minus syncd_last_caught_up_timestamp_seconds, computed at scrape: how far the copy may be behind the source."),
 	}
 	build := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "syncd_build_info",
@@ -112,9 +136,10 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		ConstLabels: prometheus.Labels{"version": version},
 	})
 	build.Set(1)
-	reg.MustRegister(m.rowsRead, m.rowsApplied, m.pages, m.duration, m.runs, m.lastSuccess,
+	reg.MustRegister(m.rowsRead, m.rowsApplied, m.rowsWritten, m.rowsDeleted, m.rowsUnchanged,
+		m.pages, m.duration, m.runs, m.lastSuccess,
 		m.failed, m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration,
-		m.reconcileDiffs, m.lag, build)
+		m.reconcileDiffs, m.rowAge, m.caughtUp, m.fresh, build)
 	m.extra = newExtra(reg)
 	return m
 }
@@ -123,11 +148,20 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 // (the commit-safe bound, for example) to add theirs.
 func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
-// AddSource makes the source's series appear at zero before its first run,
-// so that rates and alerts work from the start.
-func (m *Metrics) AddSource(name string) {
-	m.rowsRead.WithLabelValues(name)
-	m.rowsApplied.WithLabelValues(name)
+// Totals are a source's row counters as stored in the state file.
+type Totals struct {
+	Read, Written, Deleted int64
+}
+
+// AddSource makes the source's series appear before its first run, so that
+// rates and alerts work from the start; the row counters start from the
+// totals stored in the state file, so that they equal what status shows.
+func (m *Metrics) AddSource(name string, t Totals) {
+	m.rowsRead.WithLabelValues(name).Add(float64(t.Read))
+	m.rowsApplied.WithLabelValues(name).Add(float64(t.Written))
+	m.rowsWritten.WithLabelValues(name).Add(float64(t.Written))
+	m.rowsDeleted.WithLabelValues(name).Add(float64(t.Deleted))
+	m.rowsUnchanged.WithLabelValues(name).Add(float64(max(t.Read-t.Written-t.Deleted, 0)))
 	m.pages.WithLabelValues(name)
 	m.retries.WithLabelValues(name)
 	m.skipped.WithLabelValues(name)
@@ -141,31 +175,47 @@ func (m *Metrics) AddSource(name string) {
 func (m *Metrics) RemoveSource(name string) {
 	l := prometheus.Labels{"source": name}
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.rowsRead, m.rowsApplied, m.pages, m.duration, m.runs, m.lastSuccess, m.failed,
+		m.rowsRead, m.rowsApplied, m.rowsWritten, m.rowsDeleted, m.rowsUnchanged,
+		m.pages, m.duration, m.runs, m.lastSuccess, m.failed, m.caughtUp,
 		m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration, m.reconcileDiffs,
 	} {
 		v.DeletePartialMatch(l)
 	}
 	m.extra.remove(l)
-	m.lag.remove(name)
+	m.rowAge.remove(name)
+	m.fresh.remove(name)
 }
 
-// Page records one committed page; watermark is the time of the stored
-// watermark's first cursor column (zero when it is not a timestamp).
-func (m *Metrics) Page(name string, rows, applied int64, watermark time.Time) {
+// Page records one committed page: rows read, written and deleted;
+// watermark is the time of the stored watermark's first cursor column
+// (zero when it is not a timestamp).
+func (m *Metrics) Page(name string, rows, written, deleted int64, watermark time.Time) {
 	m.pages.WithLabelValues(name).Inc()
 	m.rowsRead.WithLabelValues(name).Add(float64(rows))
-	m.rowsApplied.WithLabelValues(name).Add(float64(applied))
+	m.rowsApplied.WithLabelValues(name).Add(float64(written))
+	m.rowsWritten.WithLabelValues(name).Add(float64(written))
+	m.rowsDeleted.WithLabelValues(name).Add(float64(deleted))
+	m.rowsUnchanged.WithLabelValues(name).Add(float64(max(rows-written-deleted, 0)))
+	m.SetWatermark(name, watermark)
+}
+
+// SetWatermark sets the time the newest row's age is measured from, for
+// example from the state file at start.
+func (m *Metrics) SetWatermark(name string, watermark time.Time) {
 	if !watermark.IsZero() {
-		m.lag.set(name, watermark)
+		m.rowAge.set(name, watermark)
 	}
 }
 
-// SetWatermark sets the time lag is measured from, for example from the
-// state file at start.
-func (m *Metrics) SetWatermark(name string, watermark time.Time) {
-	if !watermark.IsZero() {
-		m.lag.set(name, watermark)
+// CaughtUp records the point up to which the copy holds every committed
+// source row (zero: unknown yet; an earlier point than the one known is
+// ignored, as in the state file); freshness is measured from it.
+func (m *Metrics) CaughtUp(name string, t time.Time) {
+	if t.IsZero() {
+		return
+	}
+	if m.fresh.setLater(name, t) {
+		m.caughtUp.WithLabelValues(name).Set(float64(t.UnixNano()) / 1e9)
 	}
 }
 
@@ -207,38 +257,47 @@ func (m *Metrics) SetReconcileDifferences(name, kind string, n int64) {
 	m.reconcileDiffs.WithLabelValues(name, kind).Set(float64(n))
 }
 
-// lagCollector computes syncd_lag_seconds when scraped, so that the lag
-// grows between runs as it really does.
-type lagCollector struct {
+// ageCollector computes now minus a time per source when scraped, so that
+// an age grows between runs as it really does.
+type ageCollector struct {
 	desc *prometheus.Desc
 	mu   sync.Mutex
 	wm   map[string]time.Time
 }
 
-func newLagCollector() *lagCollector {
-	return &lagCollector{
-		desc: prometheus.NewDesc("syncd_lag_seconds",
-			"Now minus the time in the source's watermark (its first cursor column): how far the copy is behind the newest row it has.",
-			[]string{"source"}, nil),
-		wm: map[string]time.Time{},
+func newAgeCollector(name, help string) *ageCollector {
+	return &ageCollector{
+		desc: prometheus.NewDesc(name, help, []string{"source"}, nil),
+		wm:   map[string]time.Time{},
 	}
 }
 
-func (c *lagCollector) set(name string, t time.Time) {
+func (c *ageCollector) set(name string, t time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.wm[name] = t
 }
 
-func (c *lagCollector) remove(name string) {
+// setLater sets t unless the time set is later; it says whether it did.
+func (c *ageCollector) setLater(name string, t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.wm[name]; ok && !t.After(old) {
+		return false
+	}
+	c.wm[name] = t
+	return true
+}
+
+func (c *ageCollector) remove(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.wm, name)
 }
 
-func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *ageCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
-func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *ageCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := time.Now()

@@ -17,8 +17,9 @@ import (
 func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, "test")
-	m.AddSource("orders")
-	m.Page("orders", 10, 7, time.Now().Add(-time.Minute))
+	m.AddSource("orders", metrics.Totals{Read: 20, Written: 15, Deleted: 1})
+	m.Page("orders", 10, 7, 1, time.Now().Add(-time.Minute))
+	m.CaughtUp("orders", time.Now().Add(-2*time.Second))
 	m.RunDone("orders", metrics.OutcomeOK, time.Second)
 	m.Error("orders", "connection")
 	m.Retry("orders")
@@ -45,7 +46,9 @@ func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 	}
 	for _, want := range []string{
 		"syncd_rows_read_total", "syncd_rows_applied_total", "syncd_pages_total", "syncd_run_duration_seconds",
-		"syncd_runs_total", "syncd_lag_seconds", "syncd_last_success_timestamp_seconds", "syncd_source_failed",
+		"syncd_runs_total", "syncd_newest_row_age_seconds",
+		"syncd_rows_written_total", "syncd_rows_deleted_total", "syncd_rows_unchanged_total",
+		"syncd_freshness_seconds", "syncd_last_caught_up_timestamp_seconds", "syncd_last_success_timestamp_seconds", "syncd_source_failed",
 		"syncd_retries_total", "syncd_errors_total", "syncd_skipped_ticks_total", "syncd_reconcile_runs_total",
 		"syncd_reconcile_duration_seconds", "syncd_reconcile_differences", "syncd_build_info",
 		"syncd_reconcile_rows_compared_total", "syncd_reconcile_rows_fetched_total", "syncd_read_bound_timestamp_seconds",

@@ -40,6 +40,7 @@ type mark struct {
 	last    []string
 	rows    int
 	written int64
+	deleted int64
 	save    bool // false while re-reading the lookback window behind the watermark
 }
 
@@ -53,9 +54,9 @@ func newMarks(store *watermark.Store, name string, dst sink.Sink, done func(k ma
 
 // committed records a page the sink has committed and writes the watermark
 // of the newest page that is durable.
-func (m *marks) committed(p page.Page, pageNo, written int64, save bool) error {
+func (m *marks) committed(p page.Page, pageNo int64, ar sink.Result, save bool) error {
 	m.seq++
-	m.queue = append(m.queue, mark{seq: m.seq, page: pageNo, last: p.Last, rows: p.Len(), written: written, save: save})
+	m.queue = append(m.queue, mark{seq: m.seq, page: pageNo, last: p.Last, rows: p.Len(), written: ar.Written, deleted: ar.Deleted, save: save})
 	durable := m.seq
 	if m.d != nil {
 		durable = m.d.Durable()
@@ -87,26 +88,39 @@ func (m *marks) flush(ctx context.Context) error {
 
 func (m *marks) saveUpTo(durable int64) error {
 	var last []string
-	rows := int64(0)
+	var rows, read, written, deleted int64
 	n := 0
 	for n < len(m.queue) && m.queue[n].seq <= durable {
-		if k := m.queue[n]; k.save {
+		k := m.queue[n]
+		if k.save {
 			last = k.last
 			rows += int64(k.rows)
 		}
+		read += int64(k.rows)
+		written += k.written
+		deleted += k.deleted
 		n++
 	}
-	if last != nil {
+	// The counters are written with the watermark, also for pages behind
+	// it, so that status and the metrics (OnPage) count the same rows.
+	if last != nil || read > 0 {
 		err := m.store.Update(m.name, func(st *watermark.State) error {
-			st.Cursor = last
-			st.From = ""
+			if last != nil {
+				st.Cursor = last
+				st.From = ""
+			}
 			st.TotalRows += rows
+			st.TotalRead += read
+			st.TotalWritten += written
+			st.TotalDeleted += deleted
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		m.saved = last
+		if last != nil {
+			m.saved = last
+		}
 		m.last = time.Now()
 	}
 	if m.done != nil {

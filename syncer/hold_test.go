@@ -57,10 +57,10 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 		t.Fatalf("second held run: ids that differ = %v, want [11..15]", d)
 	}
 
-	// syncd status shows the bound, its holder and the lag.
+	// syncd status shows the bound, its holder and the newest row's age.
 	st := status(t, f, c)
-	if st.Bound != open.since.Format("2006-01-02T15:04:05.000000Z07:00") || st.BoundHolderPID != open.pid || st.LagSeconds == nil || *st.LagSeconds < 30 {
-		t.Fatalf("status while held: %+v; want bound %v, holder pid %d, lag >= 30 s", st, open.since, open.pid)
+	if st.Bound != open.since.Format("2006-01-02T15:04:05.000000Z07:00") || st.BoundHolderPID != open.pid || st.NewestRowAgeSeconds == nil || *st.NewestRowAgeSeconds < 30 {
+		t.Fatalf("status while held: %+v; want bound %v, holder pid %d, newest row age >= 30 s", st, open.since, open.pid)
 	}
 	text := statusText(t, f, c)
 	if !strings.Contains(text, fmt.Sprintf("bound held back by pid %d", open.pid)) {
@@ -73,8 +73,8 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 		t.Fatalf("after it ended: holder pid %d, %d rows; want none and the 5 held rows", res.Holder.PID, res.Rows)
 	}
 	f.assertSame(t)
-	if st := status(t, f, c); st.BoundHolderPID != 0 || st.Bound == "" || *st.LagSeconds > 60 {
-		t.Fatalf("status after it ended: %+v; want no holder, a bound and a small lag", st)
+	if st := status(t, f, c); st.BoundHolderPID != 0 || st.Bound == "" || *st.NewestRowAgeSeconds > 60 {
+		t.Fatalf("status after it ended: %+v; want no holder, a bound and a small newest row age", st)
 	}
 	if strings.Contains(statusText(t, f, c), "held back") {
 		t.Fatal("status text still reports a holder after it ended")

@@ -37,12 +37,19 @@ type Options struct {
 	// OnPage, when set, is called after each page's watermark is written
 	// (metrics use it to show progress during a long run).
 	OnPage func(PageStats)
+	// OnProgress, when set, is called with the run's progress when it
+	// starts reading and after each page (status shows it).
+	OnProgress func(Progress)
+	// ProgressEvery is how often a long run logs its progress
+	// (DefaultProgressEvery when zero).
+	ProgressEvery time.Duration
 }
 
 // PageStats says what one committed page did.
 type PageStats struct {
 	Rows    int64    // rows read and applied
 	Written int64    // rows the sink inserted or changed
+	Deleted int64    // rows the sink removed (soft deletes)
 	Cursor  []string // the watermark now stored (nil while re-reading the lookback window)
 }
 
@@ -68,6 +75,10 @@ type Result struct {
 	// Campaign holds a coupon campaign's counts (sink type coupon_grants),
 	// also when the run failed; nil for other sinks.
 	Campaign *coupon.Stats
+	// CaughtUp, set when the run caught up, is the point up to which the
+	// copy holds every committed source row: Bound, or without a bound the
+	// source's clock when the run began reading (see watermark.State).
+	CaughtUp time.Time
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -103,6 +114,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = res.Holder.PID, res.Holder.App, res.Holder.Since
 		if status == "ok" {
 			st.LastSuccess = time.Now().UTC()
+		}
+		if err == nil && res.CaughtUp.After(st.CaughtUp) {
+			st.CaughtUp = res.CaughtUp
 		}
 		return nil
 	})
@@ -146,6 +160,12 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	res.Bound, res.BoundAt, res.HeldBack, res.Holder, res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
+	caughtUp := bound.At
+	if caughtUp.IsZero() {
+		if caughtUp, err = sourceClock(ctx, src); err != nil {
+			return res, err
+		}
+	}
 	dst, err := openSink(ctx, c)
 	if err != nil {
 		return res, err
@@ -175,13 +195,16 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// watermark; the watermark must not move back, so it is held until a
 	// page ends past it.
 	behind := st.Cursor != nil && pos.After == nil
+	prog := startProgress(ctx, o, log, src, pos, st)
+	defer prog.stop()
 	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
 	defer fetch.wait() // before src.Close (deferred above)
 	// A page is reported (OnPage, the "page applied" line) once its
 	// watermark is written, in page order.
 	wm := newMarks(o.Store, c.Name, dst, func(k mark, saved []string) {
+		prog.add(int64(k.rows))
 		if o.OnPage != nil {
-			o.OnPage(PageStats{Rows: int64(k.rows), Written: k.written, Cursor: saved})
+			o.OnPage(PageStats{Rows: int64(k.rows), Written: k.written, Deleted: k.deleted, Cursor: saved})
 		}
 		log.Debug("page applied", "page", k.page, "rows", k.rows, "written", k.written, "cursor", k.last)
 	})
@@ -194,6 +217,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		res.Cursor = wm.saved
 		if ferr != nil && err == nil {
 			return res, ferr
+		}
+		if err == nil {
+			res.CaughtUp = caughtUp
 		}
 		return res, err
 	}
@@ -243,7 +269,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 			}
 			behind = !less
 		}
-		if err := wm.committed(p, res.Pages, ar.Written, !behind); err != nil {
+		if err := wm.committed(p, res.Pages, ar, !behind); err != nil {
 			return res, err
 		}
 		res.Cursor = wm.saved

@@ -62,6 +62,18 @@ type State struct {
 	BoundHolderPID   int32     `json:"bound_holder_pid,omitempty"`
 	BoundHolderApp   string    `json:"bound_holder_application,omitempty"`
 	BoundHolderSince time.Time `json:"bound_holder_since,omitzero"`
+
+	// CaughtUp is the point up to which the copy was last known to hold
+	// every committed source row: the read bound of the last run that
+	// caught up, or, for a run without a bound, the source's clock when it
+	// began reading. Zero: no run has caught up yet.
+	CaughtUp time.Time `json:"caught_up,omitzero"`
+	// Row counters since the state began, written with the watermark:
+	// rows read in committed pages (re-reads included), rows the sink
+	// inserted or changed, and rows it removed (soft deletes).
+	TotalRead    int64 `json:"total_read,omitempty"`
+	TotalWritten int64 `json:"total_written,omitempty"`
+	TotalDeleted int64 `json:"total_deleted,omitempty"`
 }
 
 type record struct {

@@ -51,8 +51,8 @@ func TestBinaryReportsHeldBackBound(t *testing.T) {
 		t.Fatalf("status exited %d and does not name pid %d:\n%s%s", r.code, pid, r.stdout, r.stderr)
 	}
 	r = syncd(t, env, "status", "--config", cfg, "--json")
-	if !strings.Contains(r.stdout, fmt.Sprintf(`"bound_holder_pid": %d`, pid)) || !strings.Contains(r.stdout, `"lag_seconds"`) {
-		t.Fatalf("status --json lacks the holder and the lag:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, fmt.Sprintf(`"bound_holder_pid": %d`, pid)) || !strings.Contains(r.stdout, `"newest_row_age_seconds"`) {
+		t.Fatalf("status --json lacks the holder and the newest row age:\n%s", r.stdout)
 	}
 
 	if _, err := open.Exec(ctx, "COMMIT"); err != nil {

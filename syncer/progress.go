@@ -1,0 +1,166 @@
+package syncer
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
+)
+
+// DefaultProgressEvery is how often a long run logs its progress.
+const DefaultProgressEvery = 10 * time.Second
+
+// Progress is where a run is: what status shows for a running source and
+// what the progress line logs.
+type Progress struct {
+	Started time.Time `json:"started_at"`
+	// From says where the run started: "the start", or the watermark (or
+	// the resync point) it continues from.
+	From string `json:"from"`
+	// Rows is the rows read in pages committed so far.
+	Rows int64 `json:"rows"`
+	// RowsPerSecond is Rows over the time since Started.
+	RowsPerSecond float64 `json:"rows_per_second"`
+	// Estimate is the planner's estimate of the rows the run had to read
+	// when it started (EXPLAIN of the page predicate without its LIMIT);
+	// -1 when the planner could not say.
+	Estimate int64 `json:"rows_estimate"`
+	// Left is Estimate minus Rows (never below 0); -1 when unknown.
+	Left int64 `json:"rows_left_estimate"`
+	// ETA is Left over RowsPerSecond, in seconds; -1 when unknown.
+	ETASeconds float64 `json:"eta_seconds"`
+}
+
+// progress tracks a run's rows and logs them at most every ProgressEvery.
+type progress struct {
+	log    *slog.Logger
+	report func(Progress)
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	p  Progress
+}
+
+// startProgress logs "run started" with where the run starts and the
+// planner's estimate of the rows ahead, and starts the progress line.
+func startProgress(ctx context.Context, o Options, log *slog.Logger, src *source.Reader, pos source.Position, st watermark.State) *progress {
+	from := "the start"
+	switch {
+	case st.Cursor != nil:
+		from = "watermark " + strings.Join(st.Cursor, ",")
+	case st.From != "":
+		from = "resync point " + st.From
+	}
+	est, err := estimateRows(ctx, src, pos)
+	if err != nil {
+		log.Debug("no row estimate for the progress line", "err", err)
+		est = -1
+	}
+	pr := &progress{log: log, report: o.OnProgress, done: make(chan struct{}),
+		p: Progress{Started: time.Now().UTC(), From: from, Estimate: est, Left: est, ETASeconds: -1}}
+	log.Info("run started", "from", from, "rows_estimate", est)
+	if pr.report != nil {
+		pr.report(pr.p)
+	}
+	every := o.ProgressEvery
+	if every <= 0 {
+		every = DefaultProgressEvery
+	}
+	pr.wg.Add(1)
+	go func() {
+		defer pr.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p := pr.snapshot()
+				log.Info("run progress", "rows", p.Rows, "rows_per_second", math.Round(p.RowsPerSecond),
+					"rows_left_estimate", p.Left, "eta", etaText(p.ETASeconds))
+			case <-pr.done:
+				return
+			}
+		}
+	}()
+	return pr
+}
+
+// add counts rows of a committed page.
+func (pr *progress) add(rows int64) {
+	pr.mu.Lock()
+	pr.p.Rows += rows
+	pr.mu.Unlock()
+	if pr.report != nil {
+		pr.report(pr.snapshot())
+	}
+}
+
+func (pr *progress) snapshot() Progress {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	p := pr.p
+	if s := time.Since(p.Started).Seconds(); s > 0 {
+		p.RowsPerSecond = float64(p.Rows) / s
+	}
+	p.Left, p.ETASeconds = -1, -1
+	if p.Estimate >= 0 {
+		p.Left = max(p.Estimate-p.Rows, 0)
+		if p.RowsPerSecond > 0 {
+			p.ETASeconds = math.Round(float64(p.Left) / p.RowsPerSecond)
+		}
+	}
+	return p
+}
+
+func (pr *progress) stop() {
+	close(pr.done)
+	pr.wg.Wait()
+}
+
+func etaText(sec float64) string {
+	if sec < 0 {
+		return "unknown"
+	}
+	return (time.Duration(sec) * time.Second).String()
+}
+
+// estimateRows asks the planner how many rows the run will read from pos:
+// the estimated rows of the page query without its limit.
+func estimateRows(ctx context.Context, src *source.Reader, pos source.Position) (int64, error) {
+	q, params := src.PageQuery(pos, math.MaxInt32)
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = p
+	}
+	var raw []byte
+	if err := src.Conn().QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
+		return 0, fmt.Errorf("explain the page query: %w", err)
+	}
+	var plans []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
+		return 0, fmt.Errorf("unreadable plan: %v", err)
+	}
+	return int64(plans[0].Plan.Rows), nil
+}
+
+// sourceClock reads the source's clock, the caught-up point of a run
+// without a read bound.
+func sourceClock(ctx context.Context, src *source.Reader) (time.Time, error) {
+	var t time.Time
+	if err := src.Conn().QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return t, fmt.Errorf("read the source's clock: %w", err)
+	}
+	return t.UTC(), nil
+}
