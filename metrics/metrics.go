@@ -157,6 +157,10 @@ type Totals struct {
 // rates and alerts work from the start; the row counters start from the
 // totals stored in the state file, so that they equal what status shows.
 func (m *Metrics) AddSource(name string, t Totals) {
+	// Seeded, not added to: a source added again must not count twice.
+	for _, c := range []*prometheus.CounterVec{m.rowsRead, m.rowsApplied, m.rowsWritten, m.rowsDeleted, m.rowsUnchanged} {
+		c.DeleteLabelValues(name)
+	}
 	m.rowsRead.WithLabelValues(name).Add(float64(t.Read))
 	m.rowsApplied.WithLabelValues(name).Add(float64(t.Written))
 	m.rowsWritten.WithLabelValues(name).Add(float64(t.Written))
