@@ -34,6 +34,12 @@ type RepairResult struct {
 // source's values whatever their cursor, extra rows deleted. Prepare must
 // have been called.
 func (s *Postgres) Repair(ctx context.Context, fixes []Fix) (RepairResult, error) {
+	return s.applyFixes(ctx, fixes, s.repairSQL())
+}
+
+// applyFixes stages the source rows and the seen rows of fixes and runs the
+// statements of q in one transaction.
+func (s *Postgres) applyFixes(ctx context.Context, fixes []Fix, q repairSQL) (RepairResult, error) {
 	var res RepairResult
 	if len(fixes) == 0 {
 		return res, nil
@@ -63,7 +69,6 @@ func (s *Postgres) Repair(ctx context.Context, fixes []Fix) (RepairResult, error
 		}
 		marks = append(marks, append(mark, []byte(op)))
 	}
-	q := s.repairSQL()
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		if err := s.createStage(ctx, tx); err != nil {
 			return err
@@ -85,7 +90,7 @@ func (s *Postgres) Repair(ctx context.Context, fixes []Fix) (RepairResult, error
 		for _, step := range []struct {
 			sql string
 			n   *int64
-		}{{q.delete, &res.Deleted}, {q.update, &res.Updated}, {q.insert, &res.Inserted}} {
+		}{{q.delete, &res.Deleted}, {q.deleteNull, &res.Deleted}, {q.update, &res.Updated}, {q.insert, &res.Inserted}} {
 			if step.sql == "" {
 				continue
 			}
@@ -93,7 +98,7 @@ func (s *Postgres) Repair(ctx context.Context, fixes []Fix) (RepairResult, error
 			if err != nil {
 				return err
 			}
-			*step.n = tag.RowsAffected()
+			*step.n += tag.RowsAffected()
 		}
 		return nil
 	})
@@ -115,7 +120,8 @@ func (s *Postgres) guardColumns() []string {
 	return out
 }
 
-type repairSQL struct{ delete, update, insert string }
+// repairSQL are the statements of one repair, run in this order; "" skips one.
+type repairSQL struct{ delete, deleteNull, update, insert string }
 
 func (s *Postgres) repairSQL() repairSQL {
 	key, cur := s.cfg.Sink.Key, s.cfg.Source.Cursor
