@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -47,15 +48,47 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	} else {
 		printReport(env.Stdout, cfg, rep)
 	}
-	if !rep.Clean() {
-		final := rep
-		if rep.After != nil {
-			final = rep.After
-		}
-		return fmt.Errorf("%s and %s differ: %d missing, %d extra, %d changed: %w",
-			cfg.Source.Table, cfg.Sink.Table, final.Missing, final.Extra, final.Changed, ErrDifferences)
+	return reconcileOutcome(cfg, rep)
+}
+
+// reconcileOutcome is nil when the copy provably equals the source, else
+// one line (wrapping ErrDifferences: exit 1) that says what differs or what
+// could not be compared, and what to do.
+func reconcileOutcome(cfg *config.Config, rep *reconcile.Report) error {
+	if rep.Clean() {
+		return nil
 	}
-	return nil
+	final := rep.Final()
+	var parts []string
+	if !final.Equal() {
+		msg := fmt.Sprintf("%s and %s differ: %d missing, %d extra, %d changed", cfg.Source.Table, cfg.Sink.Table, final.Missing, final.Extra, final.Changed)
+		if final.Duplicate > 0 {
+			msg += fmt.Sprintf(", %d keys held more than once in the copy", final.Duplicate)
+		}
+		if final.NullKey > 0 {
+			msg += fmt.Sprintf(", %d rows with a NULL sink.key", final.NullKey)
+		}
+		switch {
+		case rep.After != nil && final.NullKey > 0:
+			msg += fmt.Sprintf(" (left after the repair: a row whose key is NULL cannot be identified or copied; make sink.key (%s) NOT NULL in the source, or choose another key)", strings.Join(cfg.Sink.Key, ", "))
+		case rep.After != nil:
+			msg += " (left after the repair: the copy's columns cannot hold the source's values, or a writer changed them meanwhile)"
+		default:
+			msg += fmt.Sprintf("; run `syncd reconcile --source %s --repair`", cfg.Name)
+		}
+		parts = append(parts, msg)
+	}
+	if n := final.NotCoveredRows(); n > 0 {
+		var reasons []string
+		for _, r := range reconcile.Reasons {
+			if v := final.NotCovered[r]; v > 0 {
+				reasons = append(reasons, fmt.Sprintf("%s: %d", reconcile.ReasonText[r], v))
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d rows of %s not compared yet (%s); run `syncd run --once --source %s`, then reconcile again",
+			n, cfg.Source.Table, strings.Join(reasons, ", "), cfg.Name))
+	}
+	return fmt.Errorf("source %s: %s: %w", cfg.Name, strings.Join(parts, "; "), ErrDifferences)
 }
 
 // Reconcile reconciles cfg with the watermark read from the state file at
@@ -104,34 +137,51 @@ func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.S
 // keys of each kind.
 func printReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
 	fmt.Fprintf(w, "source %s: %s -> %s\n", cfg.Name, cfg.Source.Table, cfg.Sink.Table)
-	if rep.NoWatermark {
+	if rep.NoWatermark && rep.NotCoveredRows() > 0 {
 		fmt.Fprintf(w, "nothing compared: %s\n", rep.Boundary)
+		printNotCovered(w, "", rep)
 		return
 	}
 	if rep.Boundary != "" {
 		fmt.Fprintf(w, "compared: %s\n", rep.Boundary)
 	}
 	printCounts(w, "", rep)
-	fmt.Fprintf(w, "rows compared: %d (copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
-		rep.RowsCompared, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
+	fmt.Fprintf(w, "rows compared: %d (null cursor: %d compared, ahead of the clock: %d compared; copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
+		rep.RowsCompared, rep.NullCursor, rep.AheadOfClock, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
+	printNotCovered(w, "", rep)
 	if rep.Repair != nil && rep.Repaired {
 		fmt.Fprintf(w, "repair: inserted %d, updated %d, deleted %d\n", rep.Repair.Inserted, rep.Repair.Updated, rep.Repair.Deleted)
 	}
 	if rep.After != nil {
 		printCounts(w, "after repair: ", rep.After)
+		printNotCovered(w, "after repair: ", rep.After)
 	}
 	if rep.Clean() {
 		fmt.Fprintln(w, "the copy equals the source")
 	}
 }
 
+// printNotCovered lists the rows that were not compared, by reason.
+func printNotCovered(w io.Writer, prefix string, rep *reconcile.Report) {
+	for _, r := range reconcile.Reasons {
+		if n := rep.NotCovered[r]; n > 0 {
+			fmt.Fprintf(w, "%snot compared: %d rows (%s)\n", prefix, n, reconcile.ReasonText[r])
+		}
+	}
+}
+
 func printCounts(w io.Writer, prefix string, rep *reconcile.Report) {
-	fmt.Fprintf(w, "%smissing: %d, extra: %d, changed: %d\n", prefix, rep.Missing, rep.Extra, rep.Changed)
+	fmt.Fprintf(w, "%smissing: %d, extra: %d, changed: %d", prefix, rep.Missing, rep.Extra, rep.Changed)
+	if rep.Duplicate > 0 || rep.NullKey > 0 {
+		fmt.Fprintf(w, ", duplicate: %d, null key: %d", rep.Duplicate, rep.NullKey)
+	}
+	fmt.Fprintln(w)
 	for _, l := range []struct {
 		name string
 		n    int64
 		keys []string
-	}{{"missing", rep.Missing, rep.Keys.Missing}, {"extra", rep.Extra, rep.Keys.Extra}, {"changed", rep.Changed, rep.Keys.Changed}} {
+	}{{"missing", rep.Missing, rep.Keys.Missing}, {"extra", rep.Extra, rep.Keys.Extra}, {"changed", rep.Changed, rep.Keys.Changed},
+		{"duplicate", rep.Duplicate, rep.Keys.Duplicate}, {"null key", rep.NullKey, rep.Keys.NullKey}} {
 		if len(l.keys) == 0 {
 			continue
 		}

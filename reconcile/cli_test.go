@@ -121,10 +121,12 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 		}
 	}
 
-	// No state file: nothing is synced yet, and it says so.
-	out, _, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", filepath.Join(t.TempDir(), "none.db"), "--source", "items")
-	if code != 0 || !strings.Contains(out, "no watermark yet") {
-		t.Fatalf("no state: exit %d\n%s", code, out)
+	// No state file: nothing is synced yet, so nothing is proven: it says
+	// so and exits 1.
+	out, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", filepath.Join(t.TempDir(), "none.db"), "--source", "items")
+	if code != 1 || !strings.Contains(out, "not compared: 1999 rows (no watermark yet)") ||
+		!strings.Contains(errOut, "1999 rows of public.items not compared yet (no watermark yet: 1999); run `syncd run --once --source items`, then reconcile again") {
+		t.Fatalf("no state: exit %d\n%s\n%s", code, out, errOut)
 	}
 
 	// A daemon holding the state file: the watermark is read from a copy.

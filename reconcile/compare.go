@@ -18,8 +18,13 @@ type comparer struct {
 	level    int
 	log      *slog.Logger
 	rep      *Report
-	// repair, when set, is given the fixes of each batch of differences.
-	repair func(context.Context, []sink.Fix) error
+	cov      *coverage
+	// skip holds the keys the copy holds more than once: reported as
+	// duplicates, left out of the comparison.
+	skip map[string]bool
+	// repair, when set, is given the fixes of each batch of differences;
+	// replace those of duplicate and NULL keys.
+	repair, replace func(context.Context, []sink.Fix) error
 }
 
 type kind int
@@ -72,11 +77,15 @@ func (c *comparer) key(r *row) string {
 	return b.String()
 }
 
-// display renders a row's key for the report, parts joined with ",".
+// display renders a row's key for the report, parts joined with ",", a
+// NULL part as NULL.
 func (c *comparer) display(r *row) string {
 	parts := make([]string, len(c.keyIdx))
 	for i, k := range c.keyIdx {
 		parts[i] = string(r.canon[k])
+		if r.canon[k] == nil {
+			parts[i] = "NULL"
+		}
 	}
 	return strings.Join(parts, ",")
 }
@@ -108,14 +117,14 @@ func (c *comparer) leaves(ctx context.Context, segs []segment) error {
 	var recheck [][]string
 	seen := map[string]bool{}
 	add := func(k string, s, d *row) {
-		if seen[k] {
+		if seen[k] || c.skip[k] {
 			return
 		}
 		seen[k] = true
 		switch classify(s, d) {
 		case same:
 		case unsynced:
-			c.rep.SkippedUnsynced++
+			c.unsynced(s)
 		default:
 			r := s
 			if r == nil {
@@ -159,7 +168,7 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 		case same:
 			return
 		case unsynced:
-			c.rep.SkippedUnsynced++
+			c.unsynced(s)
 			return
 		case missing:
 			c.rep.Missing++
@@ -182,10 +191,13 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 	done := map[string]bool{}
 	for k, s := range srcRows {
 		done[k] = true
+		if c.skip[k] {
+			continue
+		}
 		record(classify(s, dstRows[k]), s, dstRows[k])
 	}
 	for k, d := range dstRows {
-		if !done[k] {
+		if !done[k] && !c.skip[k] {
 			record(classify(nil, d), nil, d)
 		}
 	}
@@ -193,6 +205,16 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 		return c.repair(ctx, fixes)
 	}
 	return nil
+}
+
+// unsynced counts a difference whose source row s is not compared (past
+// the watermark): skipped, and pending when s is outside source.where (the
+// rows inside it are counted by countCoverage).
+func (c *comparer) unsynced(s *row) {
+	c.rep.SkippedUnsynced++
+	if !s.inWhere {
+		c.rep.NotCovered[ReasonPending]++
+	}
 }
 
 var kindName = map[kind]string{missing: "missing", extra: "extra", changed: "changed"}

@@ -27,17 +27,27 @@
 // differences in n rows, the work is about two scans of each table plus
 // d*LeafRows fetched rows.
 //
-// # Consistent boundary
+// # Coverage
 //
 // The source's watermark (from the state file) says which rows a sync has
-// passed: a source row whose cursor is at or before the watermark is synced,
-// one past it is not yet. Only synced rows are compared: a difference whose
-// source row is past the watermark (changed or inserted since the last page)
-// is counted as unsynced and not reported. Every difference is re-read on
-// both sides by key (the copy first, then the source) before it is reported,
-// so rows that a sync or a writer changed while reconcile ran are not
-// reported. With no watermark yet nothing counts as synced and nothing is
-// compared.
+// passed: a source row whose cursor is at or before the watermark is synced.
+// Reconcile compares the synced rows, the rows with a NULL cursor and the
+// rows stamped past the source's clock plus source.ClockAllowance (a run
+// copies those two classes whatever the watermark), and counts every other
+// source row, past the watermark, as not covered (Report.NotCovered, by
+// reason): the copy is then not proven equal. Copy rows are judged by their
+// source row: a difference whose source row is past the watermark is counted
+// as unsynced and not reported. Every difference is re-read on both sides by
+// key (the copy first, then the source) before it is reported, so rows that
+// a sync or a writer changed while reconcile ran are not reported. With no
+// watermark yet nothing is compared and every source row is not covered.
+//
+// # Keys
+//
+// When a table's catalog lets its key be NULL or held twice (no primary key
+// or unique index over NOT NULL key columns), reconcile scans it for those
+// rows, reports them (Report.NullKey, Report.Duplicate) and leaves them out
+// of the checksums; otherwise it needs no scan.
 //
 // # Repair
 //
@@ -45,5 +55,7 @@
 // inserted and changed rows overwritten with the source's values, extra rows
 // deleted, in one transaction per batch, each guarded by the copy row seen by
 // the re-check so that a row a concurrent sync has just written is left to
-// it. A second reconcile then verifies the result.
+// it. A copy whose key does not identify every row is repaired by key
+// instead (sink.Postgres.ReplaceKeys: delete the rows seen, insert the
+// source's row). A second reconcile then verifies the result.
 package reconcile

@@ -13,12 +13,17 @@ const MaxKeys = 100
 // Report is the outcome of one reconcile, printed by `syncd reconcile --json`.
 // Keys are rendered as text; a composite key joins its parts with ",".
 type Report struct {
-	Source       string   `json:"source"`
-	Missing      int64    `json:"missing"` // rows in the source, not in the copy
-	Extra        int64    `json:"extra"`   // rows in the copy, not in the source
-	Changed      int64    `json:"changed"` // rows in both with different values
+	Source  string `json:"source"`
+	Missing int64  `json:"missing"` // rows in the source, not in the copy
+	Extra   int64  `json:"extra"`   // rows in the copy, not in the source
+	Changed int64  `json:"changed"` // rows in both with different values
+	// Duplicate counts the keys the copy holds more than once.
+	Duplicate int64 `json:"duplicate"`
+	// NullKey counts the rows, on either side, whose key has a NULL part:
+	// the key cannot identify them.
+	NullKey      int64    `json:"null_key"`
 	Keys         KeyLists `json:"keys"`
-	RowsCompared int64    `json:"rows_compared"` // synced source rows covered by the checksums
+	RowsCompared int64    `json:"rows_compared"` // source rows covered by the checksums
 	RowsFetched  int64    `json:"rows_fetched"`  // rows read one by one, both sides, re-checks included
 	Repaired     bool     `json:"repaired"`
 	DurationMS   int64    `json:"duration_ms"`
@@ -27,10 +32,23 @@ type Report struct {
 	CopyRows int64 `json:"copy_rows"`
 	// ChecksumQueries counts the checksum queries, both sides.
 	ChecksumQueries int64 `json:"checksum_queries"`
+	// KeyScans counts the scans for duplicate and NULL keys: 0 when both
+	// tables' catalogs rule them out (a primary key, or a unique index over
+	// NOT NULL key columns).
+	KeyScans int64 `json:"key_scans"`
 	// SkippedUnsynced counts rows that differ only because the source row
 	// changed after the watermark: the next sync copies them.
 	SkippedUnsynced int64 `json:"skipped_unsynced"`
-	// Boundary says which source rows counted as synced.
+	// NullCursor and AheadOfClock count the compared source rows with a
+	// NULL cursor and stamped past the source's clock plus
+	// source.ClockAllowance (a run copies both whatever the watermark).
+	NullCursor   int64 `json:"null_cursor_compared"`
+	AheadOfClock int64 `json:"ahead_of_clock_compared"`
+	// NotCovered counts, by reason (ReasonPending, ReasonNoWatermark), the
+	// source rows reconcile could not judge: the copy is not proven equal
+	// while any is left.
+	NotCovered map[string]int64 `json:"not_covered"`
+	// Boundary says which source rows were compared.
 	Boundary string `json:"boundary,omitempty"`
 	// NoWatermark is true when the source has no watermark yet: no row is
 	// synced, nothing was compared.
@@ -46,6 +64,10 @@ type KeyLists struct {
 	Missing []string `json:"missing"`
 	Extra   []string `json:"extra"`
 	Changed []string `json:"changed"`
+	// Duplicate lists keys the copy holds more than once; NullKey the keys
+	// with a NULL part, followed by the side: "NULL (copy)".
+	Duplicate []string `json:"duplicate"`
+	NullKey   []string `json:"null_key"`
 }
 
 // RepairCounts counts what a repair wrote.
@@ -55,21 +77,45 @@ type RepairCounts struct {
 	Deleted  int64 `json:"deleted"`
 }
 
-// Equal reports whether no difference was found.
-func (r *Report) Equal() bool { return r.Missing == 0 && r.Extra == 0 && r.Changed == 0 }
+// Equal reports whether no difference was found over what was compared.
+func (r *Report) Equal() bool {
+	return r.Missing == 0 && r.Extra == 0 && r.Changed == 0 && r.Duplicate == 0 && r.NullKey == 0
+}
 
-// Clean reports whether the copy equals the source in the end: no
-// difference, or none left after the repair.
-func (r *Report) Clean() bool {
-	if r.After != nil {
-		return r.After.Equal()
+// Differences counts the differences by kind: missing, extra, changed,
+// duplicate and null_key (the label "kind" of syncd_reconcile_differences).
+func (r *Report) Differences() map[string]int64 {
+	return map[string]int64{"missing": r.Missing, "extra": r.Extra, "changed": r.Changed, "duplicate": r.Duplicate, "null_key": r.NullKey}
+}
+
+// NotCoveredRows is the number of source rows that were not compared.
+func (r *Report) NotCoveredRows() int64 {
+	var n int64
+	for _, v := range r.NotCovered {
+		n += v
 	}
-	return r.Equal()
+	return n
+}
+
+// Final is the report the outcome rests on: the one after the repair, if
+// any.
+func (r *Report) Final() *Report {
+	if r.After != nil {
+		return r.After
+	}
+	return r
+}
+
+// Clean reports whether the copy provably equals the source in the end: no
+// difference (or none left after the repair) and no row left uncompared.
+func (r *Report) Clean() bool {
+	f := r.Final()
+	return f.Equal() && f.NotCoveredRows() == 0
 }
 
 // sortKeys orders each key list: integers by value, other keys as text.
 func (r *Report) sortKeys() {
-	for _, l := range [][]string{r.Keys.Missing, r.Keys.Extra, r.Keys.Changed} {
+	for _, l := range [][]string{r.Keys.Missing, r.Keys.Extra, r.Keys.Changed, r.Keys.Duplicate, r.Keys.NullKey} {
 		slices.SortFunc(l, func(a, b string) int {
 			x, errx := strconv.ParseInt(a, 10, 64)
 			y, erry := strconv.ParseInt(b, 10, 64)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/big"
-	"strings"
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
@@ -48,9 +46,11 @@ func (w Watermark) Get(string) (watermark.State, bool, error) { return w.State, 
 // ErrNoCopy is wrapped when the sink table does not exist yet.
 var ErrNoCopy = errors.New("the copy does not exist yet")
 
-// Run compares the rows of cfg's source with its copy (a postgres sink),
-// up to the watermark that states holds for it (nil states: none), and with
-// o.Repair repairs the differences and compares again (Report.After).
+// Run compares the rows of cfg's source with its copy (a postgres sink):
+// the rows up to the watermark that states holds for it (nil states: none),
+// the rows with a NULL cursor and the rows stamped ahead of the source's
+// clock, and counts the rows it could not judge. With o.Repair it repairs
+// the differences and compares again (Report.After).
 func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options) (*Report, error) {
 	started := time.Now()
 	log := o.Logger
@@ -78,40 +78,61 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		return nil, err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	exists, err := dst.Check(ctx, src.Table.Columns)
+	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
 	if err != nil {
 		return nil, err
 	}
-	if !exists {
+	if !guard.exists {
 		return nil, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
 	}
-	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
-		return nil, err
+	// A copy whose key identifies every row is checked and repaired like a
+	// page is written; any other copy is compared whatever its constraints
+	// (that is how reconcile finds what they let in) and repaired by key.
+	safe := guard.identifies() && guard.arbiter
+	if safe {
+		if _, err := dst.Check(ctx, src.Table.Columns); err != nil {
+			return nil, err
+		}
+		if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+			return nil, err
+		}
+	} else {
+		dst.PrepareReplace(src.Table.Columns)
 	}
 	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table.Cursor) {
 		return nil, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start`", cfg.Name, len(st.Cursor), len(src.Table.Cursor), cfg.Name)
 	}
-	rep := newReport(cfg.Name)
-	synced, boundary, ok := syncedPredicate(cfg, src.Table, st)
-	rep.Boundary = boundary
-	if !ok {
-		rep.NoWatermark = true
-		rep.DurationMS = time.Since(started).Milliseconds()
-		log.Info("reconcile skipped: no watermark yet, no row is synced")
-		return rep, nil
-	}
-	c, err := newComparer(ctx, cfg, src, dst, synced, o, log)
+	cov, err := newCoverage(ctx, cfg, src, st)
 	if err != nil {
 		return nil, err
 	}
+	c, err := newComparer(ctx, cfg, src, dst, cov, o, log)
+	if err != nil {
+		return nil, err
+	}
+	if c.src.guard, err = readKeyGuard(ctx, src.Conn(), src.Table.Ident, cfg.Sink.Key); err != nil {
+		return nil, err
+	}
+	c.dst.guard = guard
+	for _, sd := range []*side{c.src, c.dst} {
+		if !sd.guard.notNull {
+			sd.scope = and(sd.scope, "NOT ("+sd.nullKey()+")")
+		}
+	}
+	rep := newReport(cfg.Name)
 	c.rep = rep
 	if o.Repair {
-		c.repair = func(ctx context.Context, fixes []sink.Fix) error {
-			r, err := dst.Repair(ctx, fixes)
+		count := func(r sink.RepairResult, err error) error {
 			rep.Repair.Inserted += r.Inserted
 			rep.Repair.Updated += r.Updated
 			rep.Repair.Deleted += r.Deleted
 			return err
+		}
+		c.replace = func(ctx context.Context, fixes []sink.Fix) error { return count(dst.ReplaceKeys(ctx, fixes)) }
+		c.repair = c.replace
+		if safe {
+			c.repair = func(ctx context.Context, fixes []sink.Fix) error { return count(dst.Repair(ctx, fixes)) }
 		}
 		rep.Repair = &RepairCounts{}
 	}
@@ -120,36 +141,34 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	}
 	if o.Repair && !rep.Equal() {
 		rep.Repaired = true
-		c.repair = nil
+		c.repair, c.replace = nil, nil
 		c.rep = newReport(cfg.Name)
-		c.rep.Boundary = boundary
-		c.level = 0
 		if err := c.run(ctx); err != nil {
 			return nil, fmt.Errorf("verify the repair: %w", err)
 		}
 		rep.After = c.rep
-		rep.After.sortKeys()
 		rep.After.DurationMS = time.Since(started).Milliseconds()
 	}
-	rep.sortKeys()
 	rep.DurationMS = time.Since(started).Milliseconds()
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
+		"duplicate", rep.Duplicate, "null_key", rep.NullKey, "not_covered", rep.NotCoveredRows(),
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
 		"duration", time.Since(started).Round(time.Millisecond).String())
 	return rep, nil
 }
 
 func newReport(name string) *Report {
-	return &Report{Source: name, Keys: KeyLists{Missing: []string{}, Extra: []string{}, Changed: []string{}}}
+	return &Report{Source: name, Keys: KeyLists{Missing: []string{}, Extra: []string{}, Changed: []string{}, Duplicate: []string{}, NullKey: []string{}},
+		NotCovered: map[string]int64{}}
 }
 
 // newComparer describes both tables and picks the line.
-func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, dst *sink.Postgres, synced string, o Options, log *slog.Logger) (*comparer, error) {
+func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, dst *sink.Postgres, cov *coverage, o Options, log *slog.Logger) (*comparer, error) {
 	names := make([]string, len(src.Table.Columns))
 	for i, col := range src.Table.Columns {
 		names[i] = col.Name
 	}
-	c := &comparer{leaf: o.LeafRows, log: log}
+	c := &comparer{leaf: o.LeafRows, log: log, cov: cov}
 	if c.leaf <= 0 {
 		c.leaf = DefaultLeafRows
 	}
@@ -161,7 +180,7 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 		}
 	}
 	dstTable, _ := config.ParseTable(cfg.Sink.Table)
-	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: sourceScope(cfg, src.Table), synced: synced}
+	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
 	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
 	for _, sd := range []*side{c.src, c.dst} {
 		cols, err := describe(ctx, sd.conn, sd.table, names)
@@ -185,8 +204,35 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 	return c, nil
 }
 
-// run compares the whole line once.
+// run makes one complete comparison into c.rep: the rows the key cannot
+// identify, then the whole line, then the counts of what was compared by
+// class and of what could not be. Without a watermark only an empty source
+// is compared: every row of a non-empty one is counted as not covered.
 func (c *comparer) run(ctx context.Context) error {
+	c.rep.Boundary = c.cov.boundary
+	c.level = 0
+	c.skip = map[string]bool{}
+	defer c.rep.sortKeys()
+	if c.cov.noWatermark {
+		c.rep.NoWatermark = true
+		n, err := c.countUnsynced(ctx)
+		if err != nil || n > 0 {
+			c.rep.NotCovered[ReasonNoWatermark] = n
+			c.log.Info("reconcile compared nothing: no watermark yet, no row is synced", "rows", n)
+			return err
+		}
+	}
+	if err := c.keyChecks(ctx); err != nil {
+		return err
+	}
+	if err := c.bisectAll(ctx); err != nil {
+		return err
+	}
+	return c.countCoverage(ctx)
+}
+
+// bisectAll compares the whole line once.
+func (c *comparer) bisectAll(ctx context.Context) error {
 	top, ok, err := c.top(ctx)
 	if err != nil || !ok {
 		return err
@@ -239,41 +285,4 @@ func (c *comparer) estimate(ctx context.Context) (int64, error) {
 		est = max(est, int64(n))
 	}
 	return max(est, int64(c.leaf)*16), nil
-}
-
-// sourceScope is the condition selecting the source rows the copy must
-// hold: source.where, and not soft-deleted unless the copy keeps them.
-func sourceScope(cfg *config.Config, t *source.Table) string {
-	scope := strings.TrimSpace(cfg.Source.Where)
-	if d := cfg.Source.DeletedColumn; d != "" && !cfg.Sink.KeepDeleted {
-		typ := ""
-		for _, col := range t.Columns {
-			if col.Name == d {
-				typ = col.Type
-			}
-		}
-		scope = and(scope, "NOT ("+sink.DeletedPredicate(pgutil.Ident(d), typ)+")")
-	}
-	return scope
-}
-
-// syncedPredicate is the condition that a source row is at or before the
-// watermark, and a sentence saying so; ok is false when no row is synced.
-func syncedPredicate(cfg *config.Config, t *source.Table, st watermark.State) (cond, text string, ok bool) {
-	switch {
-	case len(st.Cursor) == len(t.Cursor) && len(st.Cursor) > 0:
-		cols := make([]string, len(t.Cursor))
-		vals := make([]string, len(t.Cursor))
-		for i, col := range t.Cursor {
-			cols[i] = pgutil.Ident(col.Name)
-			vals[i] = literal(st.Cursor[i]) + "::" + col.Type
-		}
-		return "(" + strings.Join(cols, ", ") + ") <= (" + strings.Join(vals, ", ") + ")",
-			fmt.Sprintf("rows with (%s) <= (%s), the watermark", strings.Join(cfg.Source.Cursor, ", "), strings.Join(st.Cursor, ", ")), true
-	case st.From != "" && t.Temporal:
-		col := t.Cursor[0]
-		return pgutil.Ident(col.Name) + " < " + literal(st.From) + "::" + col.Type,
-			fmt.Sprintf("rows with %s < %s (a resync moved the watermark back)", col.Name, st.From), true
-	}
-	return "", "no watermark yet, so no row is synced; run `syncd run --once --source " + cfg.Name + "` first", false
 }

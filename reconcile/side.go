@@ -24,10 +24,17 @@ type side struct {
 	// intKey: the line is the key itself (a single integer key), else a hash.
 	intKey bool
 	// scope is a condition on bare column names selecting the rows to compare
-	// ("" for the copy); synced says whether a source row is at or before
-	// the watermark ("" for the copy).
+	// (for the copy: only that the key is not NULL, when it may be); synced
+	// says whether a source row is compared: at or before the watermark, or
+	// with a NULL cursor, or ahead of the source's clock ("" for the copy).
 	scope  string
 	synced string
+	// where is source.where for the source ("" for the copy): a row outside
+	// it that reconcile cannot judge is counted as pending by the
+	// classification, not by the count of rows past the watermark.
+	where string
+	// guard is what the side's catalog guarantees about the key.
+	guard keyGuard
 }
 
 func (sd *side) qualified() string { return pgutil.Qualified(sd.table.Schema, sd.table.Name) }
@@ -108,13 +115,15 @@ func (sd *side) checksums(ctx context.Context, segs []segment, widths []*big.Int
 }
 
 // row is one fetched row: the canonical text and the text output of each
-// compared column (nil: NULL), and for a source row whether it is synced
-// and inside the scope.
+// compared column (nil: NULL), and for a source row whether it is compared
+// (synced, or with a NULL cursor or ahead of the clock), inside the scope
+// and inside source.where.
 type row struct {
 	canon   [][]byte
 	raw     [][]byte
 	synced  bool
 	inScope bool
+	inWhere bool
 }
 
 // selectList is what every fetch reads from alias y.
@@ -127,7 +136,7 @@ func (sd *side) selectList() string {
 		parts = append(parts, "y."+ident(c.Name))
 	}
 	if sd.role == "source" {
-		parts = append(parts, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text")
+		parts = append(parts, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
 	}
 	return strings.Join(parts, ", ")
 }
@@ -191,6 +200,7 @@ func (sd *side) read(ctx context.Context, q string, args []any, oids []uint32, f
 		if sd.role == "source" {
 			r.synced = string(vals[2*n]) == "true"
 			r.inScope = string(vals[2*n+1]) == "true"
+			r.inWhere = string(vals[2*n+2]) == "true"
 		}
 		fn(r)
 	}
