@@ -153,7 +153,8 @@ func TestReconcileScheduled(t *testing.T) {
 				return nil, errors.New("repair not passed through")
 			}
 			calls <- cfg.Name
-			return &reconcile.Report{Source: cfg.Name, Missing: 2, Changed: 1, Repaired: true}, nil
+			return &reconcile.Report{Source: cfg.Name, Missing: 2, Changed: 1, Duplicate: 1, Repaired: true,
+				NotCovered: map[string]int64{reconcile.ReasonPending: 5}}, nil
 		}
 	})
 	select {
@@ -168,9 +169,16 @@ func TestReconcileScheduled(t *testing.T) {
 		return scrape(t, d.addr)[`syncd_reconcile_runs_total{outcome="ok",source="orders"}`] >= 1
 	})
 	m := scrape(t, d.addr)
-	for kind, want := range map[string]float64{"missing": 2, "extra": 0, "changed": 1} {
+	for kind, want := range map[string]float64{"missing": 2, "extra": 0, "changed": 1, "duplicate": 1, "null_key": 0} {
 		if got := m[`syncd_reconcile_differences{kind="`+kind+`",source="orders"}`]; got != want {
 			t.Errorf("reconcile differences %s = %v, want %v", kind, got, want)
+		}
+	}
+	// Rows the reconcile could not compare, by reason.
+	for reason, want := range map[string]float64{"pending": 5, "no_watermark": 0} {
+		key := `syncd_reconcile_not_covered_rows{reason="` + reason + `",source="orders"}`
+		if got, ok := m[key]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
 		}
 	}
 }

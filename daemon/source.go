@@ -11,6 +11,7 @@ import (
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
+	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/syncer"
 )
@@ -179,14 +180,22 @@ func (s *source) reconcile(cfg *config.Config, started time.Time) string {
 		s.log.Info("scheduled reconcile done", "duration", took)
 		return metrics.OutcomeOK
 	}
-	s.d.m.SetReconcileDifferences(cfg.Name, "missing", rep.Missing)
-	s.d.m.SetReconcileDifferences(cfg.Name, "extra", rep.Extra)
-	s.d.m.SetReconcileDifferences(cfg.Name, "changed", rep.Changed)
+	final := rep.Final()
+	for kind, n := range final.Differences() {
+		s.d.m.SetReconcileDifferences(cfg.Name, kind, n)
+	}
+	for _, reason := range reconcile.Reasons {
+		s.d.m.SetReconcileNotCovered(cfg.Name, reason, final.NotCovered[reason])
+	}
 	s.d.m.ReconcileRows(cfg.Name, rep.RowsCompared, rep.RowsFetched)
-	attrs := []any{"missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed, "repaired", rep.Repaired, "duration", took}
-	if rep.Equal() {
+	attrs := []any{"missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed, "duplicate", rep.Duplicate, "null_key", rep.NullKey,
+		"not_covered", final.NotCoveredRows(), "repaired", rep.Repaired, "duration", took}
+	switch {
+	case rep.Clean():
 		s.log.Info("scheduled reconcile done: the copy equals the source", attrs...)
-	} else {
+	case final.Equal():
+		s.log.Warn("scheduled reconcile done: no difference, but some source rows could not be compared yet", attrs...)
+	default:
 		s.log.Warn("scheduled reconcile found differences", attrs...)
 	}
 	return metrics.OutcomeOK

@@ -7,7 +7,7 @@ import (
 )
 
 // extra holds the series of the commit-safe bound, scheduled reconciles'
-// row counts, and coupon campaigns.
+// row counts and not-covered rows, and coupon campaigns.
 type extra struct {
 	bound         *prometheus.GaugeVec
 	boundHeldBack *prometheus.GaugeVec
@@ -15,6 +15,7 @@ type extra struct {
 
 	reconcileCompared *prometheus.CounterVec
 	reconcileFetched  *prometheus.CounterVec
+	reconcileUncov    *prometheus.GaugeVec
 
 	campaign *prometheus.GaugeVec
 }
@@ -42,18 +43,22 @@ func newExtra(reg prometheus.Registerer) *extra {
 			Name: "syncd_reconcile_rows_fetched_total",
 			Help: "Rows reconciles fetched from either side to compare value by value.",
 		}, src),
+		reconcileUncov: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_reconcile_not_covered_rows",
+			Help: "Source rows the last reconcile of the source could not compare, by reason: pending (newer than the watermark) or no_watermark. Above 0, the copy is not proven equal.",
+		}, []string{"source", "reason"}),
 		campaign: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_campaign_grants",
 			Help: "A coupon campaign's counts after its last run, by state: targets, granted, missing (targets without a grant) and extra (grants that are not targets).",
 		}, []string{"source", "state"}),
 	}
-	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.campaign)
+	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign)
 	return e
 }
 
 func (e *extra) remove(l prometheus.Labels) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.campaign,
+		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -73,6 +78,12 @@ func (m *Metrics) Bound(name string, bound time.Time, heldBack time.Duration, ho
 func (m *Metrics) ReconcileRows(name string, compared, fetched int64) {
 	m.extra.reconcileCompared.WithLabelValues(name).Add(float64(compared))
 	m.extra.reconcileFetched.WithLabelValues(name).Add(float64(fetched))
+}
+
+// SetReconcileNotCovered records how many source rows the last reconcile
+// of a source could not compare for a reason.
+func (m *Metrics) SetReconcileNotCovered(name, reason string, n int64) {
+	m.extra.reconcileUncov.WithLabelValues(name, reason).Set(float64(n))
 }
 
 // Campaign records a coupon campaign's counts after a run.

@@ -119,7 +119,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}, src),
 		reconcileDiffs: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_reconcile_differences",
-			Help: "Differences found by the last reconcile of the source, by kind (for example missing, extra, changed).",
+			Help: "Differences found by the last reconcile of the source, by kind: missing, extra, changed, duplicate (keys the copy holds more than once), null_key (rows whose key is NULL, either side).",
 		}, []string{"source", "kind"}),
 		rowAge: newAgeCollector("syncd_newest_row_age_seconds",
 			"Now minus the time in the source's watermark (its first cursor column): the age of the newest row in the copy. It grows while the source receives no writes; it is not how far the copy is behind (see syncd_freshness_seconds)."),
