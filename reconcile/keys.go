@@ -125,11 +125,14 @@ func (c *comparer) keyChecks(ctx context.Context) error {
 // duplicateKeys returns the text of every key the side holds more than
 // once (NULL keys aside).
 func (sd *side) duplicateKeys(ctx context.Context) ([][]string, error) {
-	cols := make([]string, len(sd.keys))
+	cols, texts := make([]string, len(sd.keys)), make([]string, len(sd.keys))
 	for i, k := range sd.keys {
-		cols[i] = ident(k.Name) + "::text"
+		cols[i] = ident(k.Name)
+		texts[i] = cols[i] + "::text"
 	}
-	rows, err := sd.conn.Query(ctx, "SELECT ARRAY["+strings.Join(cols, ", ")+"] FROM "+sd.qualified()+" WHERE NOT ("+sd.nullKey()+
+	// Grouped by the key's own type: values its equality says are equal
+	// (numeric 1.0 and 1.00) are one key, as for a unique index.
+	rows, err := sd.conn.Query(ctx, "SELECT ARRAY["+strings.Join(texts, ", ")+"] FROM "+sd.qualified()+" WHERE NOT ("+sd.nullKey()+
 		") GROUP BY "+strings.Join(cols, ", ")+" HAVING count(*) > 1")
 	if err != nil {
 		return nil, fmt.Errorf("find keys held twice in %s %s: %w", sd.role, sd.table, err)
