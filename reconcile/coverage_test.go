@@ -82,6 +82,18 @@ func TestPendingRowsAreNotCoveredUntilTheNextRun(t *testing.T) {
 		t.Fatalf("after the run: exit %d, report %+v; stderr %s", code, rep, errOut)
 	}
 	assertSameTables(t, f.src, f.dst, "t")
+
+	// A copy row is judged by its source row, whatever its own cursor: one
+	// stamped past the watermark (written by something else) whose source
+	// row is synced is changed; one the source does not hold is extra.
+	f.dst.Exec(t, "UPDATE t SET updated_at = now() + interval '1 hour' WHERE id = 20")
+	f.dst.Exec(t, "INSERT INTO t VALUES (999, now() + interval '1 hour', 'stray')")
+	rep, _, code = reconcileJSON(t, f, "t")
+	if code != 1 || len(rep.NotCovered) != 0 {
+		t.Fatalf("copy rows past the watermark: exit %d, report %+v", code, rep)
+	}
+	assertKeys(t, "changed", rep.Keys.Changed, "20")
+	assertKeys(t, "extra", rep.Keys.Extra, "999")
 }
 
 const nullableCursorTable = `CREATE TABLE t (id bigint PRIMARY KEY, updated_at timestamptz, val text);

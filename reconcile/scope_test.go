@@ -37,8 +37,8 @@ sink:
 	f.sync(t)
 	rep = f.reconcile(t, reconcile.Options{})
 	assertCounts(t, rep, 0, 0, 0)
-	if rep.SkippedUnsynced != 1 {
-		t.Errorf("skipped %d rows as unsynced, want row 9", rep.SkippedUnsynced)
+	if rep.SkippedUnsynced != 1 || rep.NotCovered[reconcile.ReasonPending] != 1 || rep.Clean() {
+		t.Errorf("skipped %d rows as unsynced, %v not covered; want row 9 in both, and not clean", rep.SkippedUnsynced, rep.NotCovered)
 	}
 	f.src.Exec(t, "INSERT INTO t VALUES (401, '2026-03-01', 'v', 'us', 's')")
 	f.sync(t)
@@ -61,8 +61,8 @@ func TestBoundaryAfterResync(t *testing.T) {
 	rep := f.reconcile(t, reconcile.Options{})
 	assertKeys(t, "changed", rep.Keys.Changed, "598")
 	assertCounts(t, rep, 0, 0, 1)
-	if rep.RowsCompared != 599 || rep.SkippedUnsynced != 1 {
-		t.Errorf("compared %d rows, skipped %d; want 599 and row 601", rep.RowsCompared, rep.SkippedUnsynced)
+	if rep.RowsCompared != 599 || rep.SkippedUnsynced != 1 || rep.NotCovered[reconcile.ReasonPending] != 401 {
+		t.Errorf("compared %d rows, skipped %d, not covered %v; want 599, row 601, and rows 600 to 1000 pending", rep.RowsCompared, rep.SkippedUnsynced, rep.NotCovered)
 	}
 	// No watermark at all: nothing is compared, and the report says so.
 	if err := f.store.Update("items", func(st *watermark.State) error {
@@ -72,7 +72,7 @@ func TestBoundaryAfterResync(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep = f.reconcile(t, reconcile.Options{})
-	if !rep.NoWatermark || rep.RowsCompared != 0 || !rep.Equal() {
+	if !rep.NoWatermark || rep.RowsCompared != 0 || !rep.Equal() || rep.NotCovered[reconcile.ReasonNoWatermark] != 1000 || rep.Clean() {
 		t.Errorf("without a watermark: %+v", rep)
 	}
 }
