@@ -70,7 +70,7 @@ func reconcileOutcome(cfg *config.Config, rep *reconcile.Report) error {
 		}
 		switch {
 		case rep.After != nil && final.NullKey > 0:
-			msg += fmt.Sprintf(" (left after the repair: a row whose key is NULL cannot be identified or copied; make sink.key (%s) NOT NULL in the source, or choose another key)", strings.Join(cfg.Sink.Key, ", "))
+			msg += fmt.Sprintf(" (left after the repair: a writer added rows whose key is NULL meanwhile; make the key columns (%s) of %s NOT NULL)", strings.Join(cfg.Sink.Key, ", "), cfg.Sink.Table)
 		case rep.After != nil:
 			msg += " (left after the repair: the copy's columns cannot hold the source's values, or a writer changed them meanwhile)"
 		default:
