@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -59,6 +60,12 @@ type SourceStatus struct {
 	BoundHolderPID   int32   `json:"bound_holder_pid,omitempty"`
 	BoundHolderApp   string  `json:"bound_holder_application,omitempty"`
 	BoundHolderSince string  `json:"bound_holder_since,omitempty"`
+	// RowsNullCursor and RowsAheadOfClock are the rows the last run that
+	// caught up found outside the cursor's reach (a NULL cursor column; a
+	// first cursor column past the source's clock plus its allowance) and
+	// copied in its extra pass.
+	RowsNullCursor   int64 `json:"rows_null_cursor"`
+	RowsAheadOfClock int64 `json:"rows_ahead_of_clock"`
 }
 
 // Status is the document `syncd status --json` prints.
@@ -162,6 +169,9 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			RowsDeleted:   s.TotalDeleted,
 			RowsUnchanged: max(s.TotalRead-s.TotalWritten-s.TotalDeleted, 0),
 			RowsTotal:     s.TotalWritten,
+
+			RowsNullCursor:   s.NullCursorRows,
+			RowsAheadOfClock: s.AheadOfClockRows,
 		}))
 	}
 	return out, nil
@@ -228,6 +238,7 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
 				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
 		}
+		printOutside(env, s)
 	}
 	return nil
 }
@@ -250,6 +261,18 @@ func progressText(p syncer.Progress) string {
 		out += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
 	}
 	return out
+}
+
+// printOutside names the rows the cursor cannot reach, when the last run
+// found any: they are copied by each run's extra pass, but only fixing them
+// in the source brings them back under the cursor.
+func printOutside(env *Env, s SourceStatus) {
+	if s.RowsNullCursor > 0 {
+		fmt.Fprintf(env.Stdout, "%s: %d rows with a NULL cursor column at the last run; each run copies them in an extra pass; set the column and make it NOT NULL in %s\n", s.Name, s.RowsNullCursor, s.Table)
+	}
+	if s.RowsAheadOfClock > 0 {
+		fmt.Fprintf(env.Stdout, "%s: %d rows stamped past the source's clock plus %s at the last run; each run copies them in an extra pass; correct their cursor in %s\n", s.Name, s.RowsAheadOfClock, source.ClockAllowance, s.Table)
+	}
 }
 
 func cmpStr(s, def string) string {

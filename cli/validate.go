@@ -56,9 +56,11 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		return warnings, src.Table, nil
 	}
 	if plan {
-		if err := src.CheckNulls(ctx); err != nil {
-			warnings = append(warnings, err.Error())
+		out, err := src.CountOutside(ctx)
+		if err != nil {
+			return nil, nil, err
 		}
+		warnings = append(warnings, out.Warnings(src)...)
 		bound, err := src.Bound(ctx)
 		if err != nil {
 			return nil, nil, err

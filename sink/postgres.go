@@ -227,17 +227,15 @@ func (s *Postgres) build() {
 		// Soft deletes: a row flagged deleted is removed from the copy
 		// (unless the copy holds a newer version) and never upserted.
 		s.deleteSQL = "DELETE FROM " + target + " AS t USING (" + sel + ") AS s WHERE (" + pgutil.IdentList("t.", s.cfg.Sink.Key) + ") = (" +
-			pgutil.IdentList("s.", s.cfg.Sink.Key) + ") AND " + deleted + " AND (" + pgutil.IdentList("t.", s.cfg.Source.Cursor) + ") <= (" +
-			pgutil.IdentList("s.", s.cfg.Source.Cursor) + ")"
+			pgutil.IdentList("s.", s.cfg.Sink.Key) + ") AND " + deleted + " AND " + s.notNewer("t.", "s.")
 		sel = "SELECT " + list + " FROM (" + sel + ") AS s WHERE NOT " + deleted
 	}
 	q := "INSERT INTO " + target + " AS t (" + list + ") " + sel + " ON CONFLICT (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") "
 	if len(sets) == 0 {
 		q += "DO NOTHING"
 	} else {
-		cur := s.cfg.Source.Cursor
 		q += "DO UPDATE SET " + strings.Join(sets, ", ") +
-			" WHERE (" + pgutil.IdentList("t.", cur) + ") <= (" + pgutil.IdentList("EXCLUDED.", cur) + ")" +
+			" WHERE " + s.notNewer("t.", "EXCLUDED.") +
 			" AND (" + s.comparable("t.") + ") IS DISTINCT FROM (" + s.comparable("EXCLUDED.") + ")"
 	}
 	s.upsertSQL = q

@@ -156,9 +156,15 @@ func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Pa
 	return p, nil
 }
 
-// exec runs q with text parameters and text results, calling row for each
-// row; row's values are valid only during the call.
+// exec runs q with text parameters and the page's result formats (text, or
+// those UseBinary chose), calling row for each row; row's values are valid
+// only during the call.
 func (r *Reader) exec(ctx context.Context, q string, params []string, row func([][]byte)) error {
+	return r.execFormats(ctx, q, params, r.formats, row)
+}
+
+// execFormats is exec with the given result formats (nil: all text).
+func (r *Reader) execFormats(ctx context.Context, q string, params []string, formats []int16, row func([][]byte)) error {
 	vals := make([][]byte, len(params))
 	for i, p := range params {
 		vals[i] = []byte(p)
@@ -167,7 +173,7 @@ func (r *Reader) exec(ctx context.Context, q string, params []string, row func([
 	if err != nil {
 		return err
 	}
-	rr := r.conn.PgConn().ExecPrepared(ctx, name, vals, nil, r.formats)
+	rr := r.conn.PgConn().ExecPrepared(ctx, name, vals, nil, formats)
 	for rr.NextRow() {
 		row(rr.Values())
 	}
@@ -194,32 +200,6 @@ func (r *Reader) Less(ctx context.Context, a, b []string) (bool, error) {
 		return false, fmt.Errorf("compare cursors of %s: %w", r.Table.Ident, err)
 	}
 	return less, nil
-}
-
-// CheckNulls fails when a selected row has NULL in a nullable cursor column:
-// a row-value comparison never returns such a row, so it would be lost.
-func (r *Reader) CheckNulls(ctx context.Context) error {
-	var nullable []string
-	for _, col := range r.Table.Cursor {
-		if !col.NotNull {
-			nullable = append(nullable, pgutil.Ident(col.Name)+" IS NULL")
-		}
-	}
-	if len(nullable) == 0 {
-		return nil
-	}
-	q := "SELECT count(*) FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " WHERE (" + strings.Join(nullable, " OR ") + ")"
-	if f := r.filter(); f != "" {
-		q += " AND " + f
-	}
-	var n int64
-	if err := r.conn.QueryRow(ctx, q).Scan(&n); err != nil {
-		return fmt.Errorf("check %s for NULL cursor values: %w", r.Table.Ident, err)
-	}
-	if n > 0 {
-		return fmt.Errorf("%s has %d rows with a NULL cursor column (%s); a cursor never returns them: set a value and add NOT NULL", r.Table.Ident, n, strings.Join(r.cfg.Source.Cursor, ", "))
-	}
-	return nil
 }
 
 // filter is source.where in parentheses, or "" when there is none.

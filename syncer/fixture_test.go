@@ -90,10 +90,11 @@ func (f *fixture) watermark(t *testing.T) []string {
 	return st.Cursor
 }
 
-// rows reads a table as id -> "updated_at|v", exact server text.
+// rows reads a table as id -> "updated_at|v", exact server text (NULL for
+// a NULL updated_at).
 func (f *fixture) rows(t *testing.T, table string) map[int]string {
 	t.Helper()
-	rows, err := f.db.Pool.Query(context.Background(), "SELECT id, updated_at::text || '|' || v FROM "+table)
+	rows, err := f.db.Pool.Query(context.Background(), "SELECT id, coalesce(updated_at::text, 'NULL') || '|' || v FROM "+table)
 	if err != nil {
 		t.Fatalf("read %s: %v", table, err)
 	}

@@ -79,6 +79,16 @@ type Result struct {
 	// copy holds every committed source row: Bound, or without a bound the
 	// source's clock when the run began reading (see watermark.State).
 	CaughtUp time.Time
+	// NullCursor and AheadOfClock count the rows no cursor page can reach
+	// (a NULL cursor column; a first cursor column past the source's clock
+	// plus source.ClockAllowance), found by the extra pass at the end of a
+	// run that caught up; OutsideRows is how many rows that pass read and
+	// upserted (see copyOutside).
+	NullCursor   int64
+	AheadOfClock int64
+	OutsideRows  int64
+	// outsideCounted is true when the extra pass counted them.
+	outsideCounted bool
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -112,6 +122,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		st.LastPages = res.Pages
 		st.Bound, st.BoundAt = res.Bound, res.BoundAt
 		st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = res.Holder.PID, res.Holder.App, res.Holder.Since
+		if res.outsideCounted {
+			st.NullCursorRows, st.AheadOfClockRows = res.NullCursor, res.AheadOfClock
+		}
 		if status == "ok" {
 			st.LastSuccess = time.Now().UTC()
 		}
@@ -123,7 +136,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err == nil && rerr != nil {
 		err = rerr
 	}
-	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted, "duration", time.Since(started).Round(time.Millisecond).String()}
+	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted,
+		"rows_null_cursor", res.NullCursor, "rows_ahead_of_clock", res.AheadOfClock, "duration", time.Since(started).Round(time.Millisecond).String()}
 	switch {
 	case errors.Is(err, ErrStopped):
 		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)
@@ -152,9 +166,6 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	if err := src.CheckNulls(ctx); err != nil {
-		return res, err
-	}
 	bound, err := readBound(ctx, src, c, log)
 	if err != nil {
 		return res, err
@@ -213,6 +224,12 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// right after its commit (only a killed process leaves the watermark a
 	// few pages behind, which the next run re-applies harmlessly).
 	done := func(err error) (Result, error) {
+		if err == nil {
+			// Caught up: copy the rows the cursor cannot reach before the
+			// final flush, so their pages become durable with the others.
+			fetch.wait()
+			err = copyOutside(ctx, o, src, dst, lock, log, &res)
+		}
 		ferr := wm.flush(ctx)
 		res.Cursor = wm.saved
 		if ferr != nil && err == nil {

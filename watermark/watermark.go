@@ -74,6 +74,13 @@ type State struct {
 	TotalRead    int64 `json:"total_read,omitempty"`
 	TotalWritten int64 `json:"total_written,omitempty"`
 	TotalDeleted int64 `json:"total_deleted,omitempty"`
+
+	// NullCursorRows and AheadOfClockRows are the rows the last run that
+	// caught up found outside the cursor's reach (a NULL cursor column; a
+	// first cursor column past the source's clock plus its allowance) and
+	// copied in its extra pass.
+	NullCursorRows   int64 `json:"rows_null_cursor,omitempty"`
+	AheadOfClockRows int64 `json:"rows_ahead_of_clock,omitempty"`
 }
 
 type record struct {

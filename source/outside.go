@@ -1,0 +1,221 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
+)
+
+// Outside counts the selected rows that no cursor page can reach: rows
+// with NULL in a cursor column (a row-value comparison never returns them)
+// and rows whose first cursor column lies past the source's clock plus
+// ClockAllowance ('infinity', a typo'd year), which the watermark must
+// never follow. A run copies them in an extra pass keyed by sink.key
+// (ReadOutside) without touching the watermark.
+type Outside struct {
+	// NullCursor is the number of rows with NULL in a cursor column.
+	NullCursor int64
+	// Ahead is the number of rows, with no NULL cursor column, whose first
+	// cursor column is past Limit.
+	Ahead int64
+	// Limit is the source's clock plus ClockAllowance in the first cursor
+	// column's type ("" when that column is not a date or timestamp).
+	Limit string
+}
+
+// Total is the number of rows outside the cursor's reach.
+func (o Outside) Total() int64 { return o.NullCursor + o.Ahead }
+
+// outsidePredicates returns the SQL conditions of the two kinds of rows, ""
+// for a kind that cannot occur (no nullable cursor column; a first cursor
+// column that is not temporal). The limit is parameter $1.
+func (r *Reader) outsidePredicates() (null, ahead string) {
+	var nulls []string
+	for _, col := range r.Table.Cursor {
+		if !col.NotNull {
+			nulls = append(nulls, pgutil.Ident(col.Name)+" IS NULL")
+		}
+	}
+	if len(nulls) > 0 {
+		null = "(" + strings.Join(nulls, " OR ") + ")"
+	}
+	if r.Table.Temporal {
+		first := r.Table.Cursor[0]
+		ahead = pgutil.Ident(first.Name) + " > $1::" + baseType(first.Type)
+	}
+	return null, ahead
+}
+
+// outsideWhere is the WHERE clause selecting every row outside the cursor's
+// reach (both kinds, within source.where), or "" when there can be none.
+func (r *Reader) outsideWhere() string {
+	null, ahead := r.outsidePredicates()
+	var cond string
+	switch {
+	case null != "" && ahead != "":
+		cond = "(" + null + " OR " + ahead + ")"
+	case null != "":
+		cond = null
+	case ahead != "":
+		cond = ahead
+	default:
+		return ""
+	}
+	if f := r.filter(); f != "" {
+		cond += " AND " + f
+	}
+	return " WHERE " + cond
+}
+
+// clockLimit is the source's clock plus ClockAllowance as text of the first
+// cursor column's type: a timestamp without time zone is taken as UTC, a
+// date is the UTC day the limit falls in.
+func (r *Reader) clockLimit(ctx context.Context) (string, error) {
+	expr := "now() + $1::interval"
+	switch baseType(r.Table.Cursor[0].Type) {
+	case "timestamp without time zone":
+		expr = "(now() AT TIME ZONE 'UTC') + $1::interval"
+	case "date":
+		expr = "((now() AT TIME ZONE 'UTC') + $1::interval)::date"
+	}
+	var limit string
+	allow := fmt.Sprintf("%d microseconds", ClockAllowance.Microseconds())
+	if err := r.conn.QueryRow(ctx, "SELECT ("+expr+")::text", allow).Scan(&limit); err != nil {
+		return "", fmt.Errorf("read the source clock for %s: %w", r.Table.Ident, err)
+	}
+	return limit, nil
+}
+
+// CountOutside counts the rows outside the cursor's reach. When there are
+// none it costs one query that both predicates can answer from an index
+// on the cursor columns.
+func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
+	var o Outside
+	where := r.outsideWhere()
+	if where == "" {
+		return o, nil
+	}
+	null, _ := r.outsidePredicates()
+	var args []any
+	if r.Table.Temporal {
+		limit, err := r.clockLimit(ctx)
+		if err != nil {
+			return o, err
+		}
+		o.Limit = limit
+		args = append(args, limit)
+	}
+	countNull, countAhead := "0::int8", "count(*)"
+	if null != "" {
+		countNull = "count(*) FILTER (WHERE " + null + ")"
+		countAhead = "count(*) FILTER (WHERE NOT " + null + ")"
+	}
+	if !r.Table.Temporal {
+		countAhead = "0::int8"
+	}
+	q := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + where
+	if err := r.conn.QueryRow(ctx, q, args...).Scan(&o.NullCursor, &o.Ahead); err != nil {
+		return o, fmt.Errorf("count rows of %s outside the cursor's reach (NULL cursor, stamped ahead of the clock): %w", r.Table.Ident, err)
+	}
+	return o, nil
+}
+
+// ReadOutside reads at most limit rows outside the cursor's reach, in
+// sink.key order after the key values after (nil: from the first), and
+// returns them as a page with no cursor (Last is nil: the watermark must
+// not move) together with the key of its last row. o.Limit is the clock
+// limit CountOutside took, so that the pages and the counts agree.
+func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, limit int) (page.Page, []string, error) {
+	where := r.outsideWhere()
+	if where == "" {
+		return page.Page{}, nil, nil
+	}
+	keys, err := r.keyColumns()
+	if err != nil {
+		return page.Page{}, nil, err
+	}
+	var params []string
+	if r.Table.Temporal {
+		params = append(params, o.Limit)
+	}
+	names := make([]string, 0, len(r.Table.Columns)+len(r.Table.Cursor)+len(keys))
+	for _, col := range r.Table.Columns {
+		names = append(names, col.Name)
+	}
+	var formats []int16
+	if r.formats != nil {
+		// The binary select also carries the cursor as text (UseBinary).
+		for _, col := range r.Table.Cursor {
+			names = append(names, col.Name)
+		}
+		formats = slices.Clone(r.formats)
+	}
+	keyNames := make([]string, len(keys))
+	for i, k := range keys {
+		keyNames[i] = k.Name
+		names = append(names, k.Name)
+		if formats != nil {
+			formats = append(formats, 0)
+		}
+	}
+	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + where
+	if after != nil {
+		vals := make([]string, len(keys))
+		for i, k := range keys {
+			params = append(params, after[i])
+			vals[i] = fmt.Sprintf("$%d::%s", len(params), k.Type)
+		}
+		q += " AND (" + pgutil.IdentList("", keyNames) + ") > (" + strings.Join(vals, ", ") + ")"
+	}
+	q += " ORDER BY " + pgutil.IdentList("", keyNames) + fmt.Sprintf(" LIMIT %d", limit)
+
+	p := page.Page{Binary: r.formats != nil}
+	n := len(r.Table.Columns)
+	var mem arena
+	var next []string
+	err = r.execFormats(ctx, q, params, formats, func(vals [][]byte) {
+		p.Rows = append(p.Rows, mem.row(vals, n))
+		next = next[:0]
+		for _, v := range vals[len(vals)-len(keys):] {
+			next = append(next, string(v))
+		}
+	})
+	if err != nil {
+		return page.Page{}, nil, fmt.Errorf("read rows of %s outside the cursor's reach: %w", r.Table.Ident, err)
+	}
+	return p, next, nil
+}
+
+// keyColumns are the sink.key columns as selected from the source.
+func (r *Reader) keyColumns() ([]page.Column, error) {
+	var keys []page.Column
+	for _, name := range r.cfg.Sink.Key {
+		i := slices.IndexFunc(r.Table.Columns, func(c page.Column) bool { return c.Name == name })
+		if i < 0 {
+			return nil, r.cfg.Errorf("sink.key", "key column %q of %s is not among source.columns; select it", name, r.Table.Ident)
+		}
+		keys = append(keys, r.Table.Columns[i])
+	}
+	return keys, nil
+}
+
+// Warnings says what a user must know about the rows outside the cursor's
+// reach, one line per kind; the run log and `syncd validate` print them.
+func (o Outside) Warnings(r *Reader) []string {
+	var out []string
+	cursor := strings.Join(r.cfg.Source.Cursor, ", ")
+	if o.NullCursor > 0 {
+		out = append(out, fmt.Sprintf("%d rows of %s have a NULL cursor column (%s), which the cursor never reaches: each run copies them in an extra pass after its pages, without moving the watermark; set the column on those rows and make it NOT NULL (or give it a default) in the source",
+			o.NullCursor, r.Table.Ident, cursor))
+	}
+	if o.Ahead > 0 {
+		first := r.Table.Cursor[0].Name
+		out = append(out, fmt.Sprintf("%d rows of %s have %s past the source's clock plus %s (after %s, 'infinity' included): the watermark never follows them, so each run copies them in an extra pass after its pages; correct their %s in the source",
+			o.Ahead, r.Table.Ident, first, ClockAllowance, o.Limit, first))
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package syncer
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+)
+
+// copyOutside is the extra pass at the end of a run that caught up: it
+// counts the rows no cursor page can reach (a NULL cursor column, a first
+// cursor column past the source's clock plus source.ClockAllowance), warns
+// about them, and upserts them through the same sink path in pages keyed by
+// sink.key. It never touches the watermark: the pages carry no cursor, and
+// the sink's upsert skips rows that are already equal, so repeating the pass
+// every run is harmless. With nothing to do it costs one indexed query.
+//
+// The pass runs before the run's final flush, so its pages become durable
+// with the cursor pages; a failure fails the run, and the next run repeats
+// the pass.
+func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock *runlock.Lock, log *slog.Logger, res *Result) error {
+	out, err := src.CountOutside(ctx)
+	if err != nil {
+		return err
+	}
+	res.NullCursor, res.AheadOfClock = out.NullCursor, out.Ahead
+	res.outsideCounted = true
+	if out.Total() == 0 {
+		return nil
+	}
+	for _, w := range out.Warnings(src) {
+		log.Warn(w, "table", src.Table.Ident.String(), "rows_null_cursor", out.NullCursor, "rows_ahead_of_clock", out.Ahead)
+	}
+	limit := o.Config.Source.PageSize
+	var after []string
+	for {
+		select {
+		case <-o.Stop:
+			res.Stopped = true
+			return ErrStopped
+		default:
+		}
+		p, next, err := src.ReadOutside(ctx, out, after, limit)
+		if err != nil {
+			return err
+		}
+		if p.Len() == 0 {
+			return nil
+		}
+		if err := lock.Check(ctx); err != nil {
+			return err
+		}
+		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
+		if err != nil {
+			return err
+		}
+		res.Written += ar.Written
+		res.Deleted += ar.Deleted
+		res.OutsideRows += int64(p.Len())
+		if p.Len() < limit {
+			return nil
+		}
+		after = next
+	}
+}
