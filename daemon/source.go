@@ -255,6 +255,9 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		}
 		switch {
 		case err == nil:
+			if res.Campaign == nil {
+				s.d.m.Outside(name, res.NullCursor, res.AheadOfClock)
+			}
 			return metrics.OutcomeOK, nil
 		case errors.Is(err, syncer.ErrStopped):
 			return metrics.OutcomeStopped, nil

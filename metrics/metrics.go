@@ -47,6 +47,7 @@ type Metrics struct {
 	rowAge   *ageCollector // now minus the newest row's stamp
 	caughtUp *prometheus.GaugeVec
 	fresh    *ageCollector // now minus caughtUp
+	outside  *outside
 	*extra
 }
 
@@ -141,6 +142,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.failed, m.retries, m.errors, m.skipped, m.reconcileRuns, m.reconcileDuration,
 		m.reconcileDiffs, m.rowAge, m.caughtUp, m.fresh, build)
 	m.extra = newExtra(reg)
+	m.outside = newOutside(reg)
 	return m
 }
 
@@ -188,6 +190,7 @@ func (m *Metrics) RemoveSource(name string) {
 	m.extra.remove(l)
 	m.rowAge.remove(name)
 	m.fresh.remove(name)
+	m.outside.remove(l)
 }
 
 // Page records one committed page: rows read, written and deleted;
