@@ -256,7 +256,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		switch {
 		case err == nil:
 			if res.Campaign == nil {
-				s.d.m.Outside(name, res.NullCursor, res.AheadOfClock)
+				s.d.m.Outside(name, res.NullCursorRows, res.AheadOfClockRows)
 			}
 			return metrics.OutcomeOK, nil
 		case errors.Is(err, syncer.ErrStopped):

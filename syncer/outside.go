@@ -25,7 +25,7 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 	if err != nil {
 		return err
 	}
-	res.NullCursor, res.AheadOfClock = out.NullCursor, out.Ahead
+	res.NullCursorRows, res.AheadOfClockRows = out.NullCursor, out.Ahead
 	res.outsideCounted = true
 	if out.Total() == 0 {
 		return nil

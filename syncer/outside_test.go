@@ -31,8 +31,8 @@ func TestNullCursorRowsCopiedAndReported(t *testing.T) {
 	c := f.config(t, f.db.URL, "lookback: 0s", "page_size: 100")
 
 	res := f.run(t, c)
-	if res.Rows != 997 || res.NullCursor != 3 || res.OutsideRows != 3 || res.AheadOfClock != 0 {
-		t.Fatalf("run: %d cursor rows, %d NULL-cursor rows counted, %d copied by the extra pass, %d ahead; want 997, 3, 3, 0", res.Rows, res.NullCursor, res.OutsideRows, res.AheadOfClock)
+	if res.Rows != 997 || res.NullCursorRows != 3 || res.OutsideRows != 3 || res.AheadOfClockRows != 0 {
+		t.Fatalf("run: %d cursor rows, %d NULL-cursor rows counted, %d copied by the extra pass, %d ahead; want 997, 3, 3, 0", res.Rows, res.NullCursorRows, res.OutsideRows, res.AheadOfClockRows)
 	}
 	f.assertSame(t)
 	if n := len(f.rows(t, "dst")); n != 1000 {
@@ -57,8 +57,8 @@ func TestNullCursorRowsCopiedAndReported(t *testing.T) {
 	}
 
 	// Nothing changed: the extra pass reads the 3 rows again and writes nothing.
-	if res = f.run(t, c); res.Written != 0 || res.NullCursor != 3 {
-		t.Fatalf("idle run wrote %d rows and counted %d NULL-cursor rows; want 0 and 3", res.Written, res.NullCursor)
+	if res = f.run(t, c); res.Written != 0 || res.NullCursorRows != 3 {
+		t.Fatalf("idle run wrote %d rows and counted %d NULL-cursor rows; want 0 and 3", res.Written, res.NullCursorRows)
 	}
 
 	// One row gets a cursor value: the cursor syncs it, the count drops to
@@ -67,8 +67,8 @@ func TestNullCursorRowsCopiedAndReported(t *testing.T) {
 	f.db.Exec(t, `UPDATE src SET updated_at = now() - interval '1 minute', v = 'stamped' WHERE id = 500`)
 	f.db.Exec(t, `UPDATE src SET v = 'changed, still NULL' WHERE id = 7`)
 	res = f.run(t, c)
-	if res.Rows != 1 || res.NullCursor != 2 {
-		t.Fatalf("after the update: %d cursor rows, %d NULL-cursor rows; want 1 and 2", res.Rows, res.NullCursor)
+	if res.Rows != 1 || res.NullCursorRows != 2 {
+		t.Fatalf("after the update: %d cursor rows, %d NULL-cursor rows; want 1 and 2", res.Rows, res.NullCursorRows)
 	}
 	f.assertSame(t)
 	if n, _ := f.outsideState(t); n != 2 {
@@ -80,15 +80,15 @@ func TestNullCursorRowsCopiedAndReported(t *testing.T) {
 
 	// A row copied with a cursor value whose cursor becomes NULL follows too.
 	f.db.Exec(t, `UPDATE src SET updated_at = NULL, v = 'unstamped' WHERE id = 20`)
-	if res = f.run(t, c); res.NullCursor != 3 {
-		t.Fatalf("after unstamping a row: %d NULL-cursor rows, want 3", res.NullCursor)
+	if res = f.run(t, c); res.NullCursorRows != 3 {
+		t.Fatalf("after unstamping a row: %d NULL-cursor rows, want 3", res.NullCursorRows)
 	}
 	f.assertSame(t)
 
 	// Fixed in the source: nothing is reported any more.
 	f.db.Exec(t, `UPDATE src SET updated_at = now() - interval '30 seconds' WHERE updated_at IS NULL`)
-	if res = f.run(t, c); res.NullCursor != 0 {
-		t.Fatalf("after the fix: %d NULL-cursor rows, want 0", res.NullCursor)
+	if res = f.run(t, c); res.NullCursorRows != 0 {
+		t.Fatalf("after the fix: %d NULL-cursor rows, want 0", res.NullCursorRows)
 	}
 	f.assertSame(t)
 	if text := statusText(t, f, c); strings.Contains(text, "NULL cursor") {
@@ -115,9 +115,9 @@ func TestRowsAheadOfClockCopiedAndReported(t *testing.T) {
 			c := f.config(t, f.db.URL, "lookback: 0s", "page_size: 50")
 
 			res := f.run(t, c)
-			if res.AheadOfClock != 2 || res.NullCursor != 0 || res.OutsideRows != 2 || res.Rows != 301 {
+			if res.AheadOfClockRows != 2 || res.NullCursorRows != 0 || res.OutsideRows != 2 || res.Rows != 301 {
 				t.Fatalf("run: %d rows ahead of the clock, %d NULL-cursor, %d copied by the extra pass, %d cursor rows; want 2, 0, 2, 301 (300 + '-infinity')",
-					res.AheadOfClock, res.NullCursor, res.OutsideRows, res.Rows)
+					res.AheadOfClockRows, res.NullCursorRows, res.OutsideRows, res.Rows)
 			}
 			f.assertSame(t)
 			f.assertWatermarkNotAhead(t, tc.typ)
@@ -141,8 +141,8 @@ func TestRowsAheadOfClockCopiedAndReported(t *testing.T) {
 			f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, `+tc.recent+`, 'later' FROM generate_series(304, 320) g`)
 			f.db.Exec(t, `UPDATE src SET updated_at = `+tc.recent+`, v = 'corrected' WHERE id = 302`)
 			res = f.run(t, c)
-			if res.AheadOfClock != 1 {
-				t.Fatalf("after the correction: %d rows ahead of the clock, want 1", res.AheadOfClock)
+			if res.AheadOfClockRows != 1 {
+				t.Fatalf("after the correction: %d rows ahead of the clock, want 1", res.AheadOfClockRows)
 			}
 			f.assertSame(t)
 			f.assertWatermarkNotAhead(t, tc.typ)

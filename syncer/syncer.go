@@ -79,14 +79,14 @@ type Result struct {
 	// copy holds every committed source row: Bound, or without a bound the
 	// source's clock when the run began reading (see watermark.State).
 	CaughtUp time.Time
-	// NullCursor and AheadOfClock count the rows no cursor page can reach
-	// (a NULL cursor column; a first cursor column past the source's clock
-	// plus source.ClockAllowance), found by the extra pass at the end of a
-	// run that caught up; OutsideRows is how many rows that pass read and
-	// upserted (see copyOutside).
-	NullCursor   int64
-	AheadOfClock int64
-	OutsideRows  int64
+	// NullCursorRows and AheadOfClockRows count the rows no cursor page
+	// can reach (a NULL cursor column; a first cursor column past the
+	// source's clock plus source.ClockAllowance), found by the extra pass at
+	// the end of a run that caught up; OutsideRows is how many rows that
+	// pass read and upserted (see copyOutside).
+	NullCursorRows   int64
+	AheadOfClockRows int64
+	OutsideRows      int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
 }
@@ -123,7 +123,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		st.Bound, st.BoundAt = res.Bound, res.BoundAt
 		st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = res.Holder.PID, res.Holder.App, res.Holder.Since
 		if res.outsideCounted {
-			st.NullCursorRows, st.AheadOfClockRows = res.NullCursor, res.AheadOfClock
+			st.NullCursorRows, st.AheadOfClockRows = res.NullCursorRows, res.AheadOfClockRows
 		}
 		if status == "ok" {
 			st.LastSuccess = time.Now().UTC()
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		err = rerr
 	}
 	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted,
-		"rows_null_cursor", res.NullCursor, "rows_ahead_of_clock", res.AheadOfClock, "duration", time.Since(started).Round(time.Millisecond).String()}
+		"rows_null_cursor", res.NullCursorRows, "rows_ahead_of_clock", res.AheadOfClockRows, "duration", time.Since(started).Round(time.Millisecond).String()}
 	switch {
 	case errors.Is(err, ErrStopped):
 		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)

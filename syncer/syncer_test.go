@@ -184,9 +184,9 @@ func TestRowsStampedAheadOfTheClock(t *testing.T) {
 	e.src.Exec(t, `INSERT INTO orders SELECT g, now() + g * interval '2 milliseconds', 'o' || g, g FROM generate_series(1, 500) g`)
 	e.src.Exec(t, `INSERT INTO orders VALUES (9999, now() + interval '1 hour', 'far', 1)`)
 	res := e.run(t, e.config(t, "public.orders", 100, ""), syncer.Options{})
-	if res.Rows != 500 || res.AheadOfClock != 1 || res.OutsideRows != 1 {
+	if res.Rows != 500 || res.AheadOfClockRows != 1 || res.OutsideRows != 1 {
 		t.Fatalf("read %d rows by the cursor and %d (counted %d) ahead of the clock; want the 500 stamped up to 1 s ahead, and the one an hour ahead by the extra pass",
-			res.Rows, res.OutsideRows, res.AheadOfClock)
+			res.Rows, res.OutsideRows, res.AheadOfClockRows)
 	}
 	if id := res.Cursor[1]; id != "500" {
 		t.Fatalf("watermark %v, want the row stamped 1 s ahead (id 500), not the one an hour ahead", res.Cursor)
