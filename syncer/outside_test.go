@@ -168,3 +168,25 @@ func (f *fixture) assertWatermarkNotAhead(t *testing.T, typ string) {
 		t.Fatalf("watermark %v is past the source's clock plus %s", wm, source.ClockAllowance)
 	}
 }
+
+// The extra pass goes through the same sink path as the pages, here the
+// text transfer with soft deletes: a NULL-cursor row flagged deleted is
+// removed from the copy, the others are copied.
+func TestNullCursorRowsWithSoftDeletes(t *testing.T) {
+	f := newFixtureOf(t, "timestamptz")
+	f.db.Exec(t, `ALTER TABLE src ADD COLUMN deleted boolean NOT NULL DEFAULT false`)
+	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, CASE WHEN g % 10 = 0 THEN NULL
+		ELSE now() - interval '1 hour' + g * interval '1 ms' END, 'v' || g FROM generate_series(1, 200) g`)
+	c := f.config(t, f.db.URL, "lookback: 0s", "page_size: 7", "deleted_column: deleted")
+	if res := f.run(t, c); res.NullCursorRows != 20 || res.OutsideRows != 20 {
+		t.Fatalf("run: %d NULL-cursor rows counted, %d copied; want 20 and 20", res.NullCursorRows, res.OutsideRows)
+	}
+	f.assertSame(t)
+
+	f.db.Exec(t, `UPDATE src SET deleted = true WHERE id = 50`)
+	if res := f.run(t, c); res.Deleted != 1 || res.NullCursorRows != 20 {
+		t.Fatalf("run after flagging a NULL-cursor row deleted: %d deleted, %d NULL-cursor rows; want 1 and 20", res.Deleted, res.NullCursorRows)
+	}
+	f.db.Exec(t, `DELETE FROM src WHERE id = 50`)
+	f.assertSame(t)
+}
