@@ -56,9 +56,10 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 		if err != nil {
 			return err
 		}
-		res.Written += ar.Written
-		res.Deleted += ar.Deleted
+		// Kept apart from Written and Deleted, which count the cursor pages
+		// exactly as the state's and the metrics' row counters do.
 		res.OutsideRows += int64(p.Len())
+		res.OutsideWritten += ar.Written + ar.Deleted
 		if p.Len() < limit {
 			return nil
 		}

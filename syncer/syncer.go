@@ -83,10 +83,12 @@ type Result struct {
 	// can reach (a NULL cursor column; a first cursor column past the
 	// source's clock plus source.ClockAllowance), found by the extra pass at
 	// the end of a run that caught up; OutsideRows is how many rows that
-	// pass read and upserted (see copyOutside).
+	// pass read and upserted, OutsideWritten how many of them the sink
+	// inserted, changed or removed (see copyOutside).
 	NullCursorRows   int64
 	AheadOfClockRows int64
 	OutsideRows      int64
+	OutsideWritten   int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
 }
@@ -137,7 +139,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		err = rerr
 	}
 	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted,
-		"rows_null_cursor", res.NullCursorRows, "rows_ahead_of_clock", res.AheadOfClockRows, "duration", time.Since(started).Round(time.Millisecond).String()}
+		"rows_null_cursor", res.NullCursorRows, "rows_ahead_of_clock", res.AheadOfClockRows, "outside_written", res.OutsideWritten, "duration", time.Since(started).Round(time.Millisecond).String()}
 	switch {
 	case errors.Is(err, ErrStopped):
 		log.Info("run stopped before catching up; the next run continues from the watermark", attrs...)
