@@ -33,7 +33,7 @@ func newExtra(reg prometheus.Registerer) *extra {
 		}, src),
 		boundHolder: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_read_bound_holder_pid",
-			Help: "Backend pid of the open source transaction that held the last run's read bound back; 0 when none did.",
+			Help: "Backend pid of the open source transaction that held the last run's read bound back; -1 for a prepared transaction, 0 when none did.",
 		}, src),
 		reconcileCompared: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_reconcile_rows_compared_total",
@@ -64,14 +64,15 @@ func (e *extra) remove(l prometheus.Labels) {
 	}
 }
 
-// Bound records the commit-safe read bound of a run (zero bound: none).
+// Bound records the commit-safe read bound of a run (zero bound: none, or
+// a cursor that is not a timestamp) and the transaction holding it back.
 func (m *Metrics) Bound(name string, bound time.Time, heldBack time.Duration, holderPID int32) {
+	m.extra.boundHolder.WithLabelValues(name).Set(float64(holderPID))
 	if bound.IsZero() {
 		return
 	}
 	m.extra.bound.WithLabelValues(name).Set(float64(bound.UnixNano()) / 1e9)
 	m.extra.boundHeldBack.WithLabelValues(name).Set(heldBack.Seconds())
-	m.extra.boundHolder.WithLabelValues(name).Set(float64(holderPID))
 }
 
 // ReconcileRows counts the rows a reconcile compared and fetched.

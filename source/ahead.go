@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 )
 
@@ -12,12 +13,13 @@ import (
 // at most within of it: rows written a moment ago with a stamp slightly in
 // the future (now() + an offset, an application clock a little ahead). It
 // returns how far past the bound the latest of them lies, and false when
-// there is none or the bound is not the clock (a transaction holds it, or
-// source.settle keeps it behind on purpose).
+// there is none or the bound is not the clock (a transaction holds it,
+// source.settle keeps it behind on purpose, or with bound: off it is the
+// clock plus ClockAllowance).
 func (r *Reader) AheadOfClock(ctx context.Context, b Bound, within time.Duration) (time.Duration, bool, error) {
 	first := r.Table.Cursor[0]
 	base := baseType(first.Type)
-	if b.Value == "" || b.Holder.PID != 0 || r.cfg.Source.Settle.Duration > 0 || base == "date" {
+	if !r.Table.Temporal || b.Value == "" || b.Holder.PID != 0 || b.Hold || r.cfg.Source.Settle.Duration > 0 || r.cfg.Source.Bound == config.BoundOff || base == "date" {
 		return 0, false, nil
 	}
 	col := pgutil.Ident(first.Name)

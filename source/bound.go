@@ -25,13 +25,24 @@ type Bound struct {
 	// Value is the exclusive limit as text of the first cursor column's
 	// type, for Position.Before; "" when no limit applies.
 	Value string
-	// At is the limit as an instant (UTC); zero when Value is "".
+	// At is the limit as an instant (UTC); zero when Value is "" or the
+	// first cursor column is not a date or timestamp.
 	At time.Time
 	// Now is the source's clock when the bound was computed.
 	Now time.Time
-	// Holder is the oldest open transaction, when it (and not the clock
-	// minus source.settle) set the limit; PID 0 otherwise.
-	Holder Holder
+	// Hold is true when the run must read nothing past the watermark: a
+	// transaction that can still commit rows below any limit syncd can
+	// compute is open (a prepared transaction holding a write lock on the
+	// table, or, for a sequence cursor, a writer that did not end within
+	// the wait).
+	Hold bool
+	// Holder is the transaction that set the limit or the hold (PID 0: the
+	// clock minus source.settle did; PreparedPID: a prepared transaction).
+	// Holders lists every transaction that held the bound back, Holder
+	// first.
+	Holder  Holder
+	Holders []Holder
+	session Holder // the oldest open transaction, when it set the limit
 	// Blind is true when the source role cannot see the transactions of
 	// other roles (it is neither superuser nor a member of
 	// pg_read_all_stats): their late commits are caught only by lookback.
@@ -42,6 +53,13 @@ type Bound struct {
 	// Role is the source role, for messages.
 	Role    string
 	roleSQL string // Role quoted as quote_ident does
+	// pending are the writers to wait for before the hold can be lifted;
+	// next is then the limit of a sequence cursor (AwaitWriters).
+	pending []writer
+	next    string
+	// off says why bound: off leaves late commits to reconcile ("" when it
+	// does not matter).
+	off string
 }
 
 // ClockAllowance is how far past the source's clock a temporal cursor value
@@ -52,12 +70,17 @@ type Bound struct {
 // them.
 const ClockAllowance = time.Minute
 
-// Holder is an open transaction on the source.
+// Holder is an open transaction on the source: a session (PID, its
+// application_name and the start of its transaction) or a prepared
+// transaction (PID is PreparedPID, App its gid, Since when it was prepared).
 type Holder struct {
 	PID   int32
 	App   string
 	Since time.Time
 }
+
+// Prepared is true for a prepared transaction.
+func (h Holder) Prepared() bool { return h.PID == PreparedPID }
 
 // HeldBack is how far the bound is behind the source's clock.
 func (b Bound) HeldBack() time.Duration {
@@ -68,9 +91,12 @@ func (b Bound) HeldBack() time.Duration {
 }
 
 // boundQuery finds the oldest open transaction in this database other than
-// syncd's own sessions (by application_name), this session and autovacuum
-// (which writes no user rows but can run for hours), and transactions that
-// failed and can only roll back. On a hot standby no
+// this session, syncd's own sessions of this process while they have not
+// written ($1 and $3: their pids and backend start times; a session that
+// has an xid is never left out, and nothing a writer can set, such as its
+// application_name, is trusted), autovacuum (which writes no user rows but
+// can run for hours), and transactions that failed and can only roll back.
+// On a hot standby no
 // local session can write, so none holds the bound. $2 is source.bound:
 // "writers" keeps only transactions that have an xid, that is have written.
 // now() is the start of this statement, taken before pg_stat_activity is
@@ -85,7 +111,7 @@ LEFT JOIN LATERAL (
   FROM pg_stat_activity a
   WHERE a.datname = current_database()
     AND a.pid <> pg_backend_pid()
-    AND a.application_name IS DISTINCT FROM $1
+    AND NOT (a.backend_xid IS NULL AND (a.pid, a.backend_start) IN (SELECT * FROM unnest($1::int4[], $3::timestamptz[])))
     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
     AND a.xact_start IS NOT NULL
     AND a.state IS DISTINCT FROM 'idle in transaction (aborted)'
@@ -95,15 +121,19 @@ LEFT JOIN LATERAL (
   LIMIT 1
 ) AS h ON true`
 
-// Bound computes the limit of this run from source.bound and source.settle.
-// It applies only to a date or timestamp first cursor column; with
-// bound: off and no settle there is no limit. A timestamp without time zone
-// is taken to hold UTC (the clock of a session whose TimeZone is UTC).
+// Bound computes the limit of this run. A date or timestamp first cursor
+// column is bounded by source.bound and source.settle, and never past the
+// source's clock plus ClockAllowance whatever they say; a prepared
+// transaction holding a write lock on the table holds the run at the
+// watermark (its rows carry stamps from before it was prepared, and its
+// start cannot be known). A sequence cursor is bounded by sequenceBound. A
+// timestamp without time zone is taken to hold UTC (the clock of a session
+// whose TimeZone is UTC).
 func (r *Reader) Bound(ctx context.Context) (Bound, error) {
-	s := r.cfg.Source
-	if !r.Table.Temporal || (s.Bound == config.BoundOff && s.Settle.Duration <= 0) {
-		return Bound{}, nil
+	if !r.Table.Temporal {
+		return r.sequenceBound(ctx)
 	}
+	s := r.cfg.Source
 	var (
 		b       Bound
 		seesAll bool
@@ -111,7 +141,8 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		app     pgtype.Text
 		started pgtype.Timestamptz
 	)
-	err := r.conn.QueryRow(ctx, boundQuery, pgutil.AppName, s.Bound).
+	pids, starts := pgutil.OwnSessions()
+	err := r.conn.QueryRow(ctx, boundQuery, pids, s.Bound, starts).
 		Scan(&b.Now, &b.Role, &b.roleSQL, &seesAll, &b.Standby, &pid, &app, &started)
 	if err != nil {
 		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.Table.Ident, err)
@@ -119,12 +150,65 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 	b.Blind = s.Bound != config.BoundOff && !seesAll
 	b.Standby = b.Standby && s.Bound != config.BoundOff
 	b.Now = b.Now.UTC()
-	limit := b.Now.Add(-s.Settle.Duration)
+	limit := b.Now.Add(ClockAllowance)
+	if s.Bound != config.BoundOff || s.Settle.Duration > 0 {
+		limit = b.Now.Add(-s.Settle.Duration)
+	}
 	if pid.Valid && started.Valid && started.Time.Before(limit) {
 		limit = started.Time.UTC()
-		b.Holder = Holder{PID: pid.Int32, App: app.String, Since: limit}
+		b.session = Holder{PID: pid.Int32, App: app.String, Since: limit}
 	}
 	b.At, b.Value = limitText(r.Table.Cursor[0].Type, limit)
+	b.holdFor(nil)
+	if s.Bound == config.BoundOff || b.Standby {
+		return b, nil
+	}
+	ws, err := r.writers(ctx, 0)
+	if err != nil {
+		return Bound{}, err
+	}
+	for _, w := range ws {
+		if w.Prepared() {
+			b.pending = append(b.pending, w)
+		}
+	}
+	b.holdFor(b.pending)
+	return b, nil
+}
+
+// holdFor holds the run at the watermark while ws are open; without them
+// the session that set the limit, if any, is the holder.
+func (b *Bound) holdFor(ws []writer) {
+	b.Hold = len(ws) > 0
+	b.Holder, b.Holders = b.session, nil
+	for _, w := range ws {
+		b.Holders = append(b.Holders, w.Holder)
+	}
+	if b.session.PID != 0 {
+		b.Holders = append(b.Holders, b.session)
+	}
+	if b.Hold {
+		b.Holder = b.Holders[0]
+	}
+}
+
+// AwaitWriters waits, up to within, for the transactions that make b hold
+// at the watermark to end; when they all did, the hold is lifted (and a
+// sequence cursor gets its limit). Without such transactions b comes back
+// as it is.
+func (r *Reader) AwaitWriters(ctx context.Context, b Bound, within time.Duration) (Bound, error) {
+	if !b.Hold || len(b.pending) == 0 {
+		return b, nil
+	}
+	left, err := r.awaitWriters(ctx, r.Table.Seq, b.pending, within)
+	if err != nil {
+		return b, err
+	}
+	b.pending = left
+	b.holdFor(left)
+	if !b.Hold && !r.Table.Temporal {
+		b.Value = b.next
+	}
 	return b, nil
 }
 
@@ -171,6 +255,8 @@ func precision(typ string) time.Duration {
 // The same text goes to the log at startup and to `syncd validate`.
 func (b Bound) Warning(lookback time.Duration) string {
 	switch {
+	case b.off != "":
+		return b.off
 	case b.Standby:
 		return fmt.Sprintf("the source is a hot standby: transactions of the primary are invisible here, so the commit-safe bound cannot wait for them and late commits are caught only by lookback (%s); point source.dsn at the primary, or keep lookback above the longest transaction plus the replication lag", lookback)
 	case b.Blind:

@@ -23,6 +23,14 @@ type Table struct {
 	// Temporal is true when the first cursor column is a date or timestamp,
 	// which makes lookback and resync --from meaningful.
 	Temporal bool
+	// Seq is the oid of the sequence that fills a non-temporal first cursor
+	// column in commit-compatible order (seqcursor.go), SeqName its name; 0
+	// when there is none.
+	Seq     uint32
+	SeqName string
+	// unsafe says why a non-temporal first cursor column cannot be bounded
+	// ("" when it can): only with source.bound: off is such a config run.
+	unsafe string
 }
 
 // Cursor column types whose btree order is total and whose text output
@@ -123,6 +131,9 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 		return nil, err
 	}
 	if err := checkKeyNotNull(c, ident, byName); err != nil {
+		return nil, err
+	}
+	if err := classifyCursor(ctx, conn, c, t); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
 )
 
 // HoldWarnAfter is how long a transaction must have been open, when it holds
@@ -25,10 +26,11 @@ var AheadWait = 2 * time.Second
 var blindWarned sync.Map
 
 // readBound computes the run's read bound and logs what a user must know
-// about it: once per process when the role cannot see other sessions, and
-// at most once per run when a long transaction holds it back.
+// about it: once per process when the role cannot see other sessions or
+// source.bound: off leaves late commits to reconcile, and once per cause
+// (a transaction, a prepared transaction) when one holds it back.
 func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *slog.Logger) (source.Bound, error) {
-	b, err := src.Bound(ctx)
+	b, err := settledBound(ctx, src)
 	if err != nil {
 		return b, err
 	}
@@ -47,7 +49,7 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 		case <-ctx.Done():
 			return b, ctx.Err()
 		}
-		if b, err = src.Bound(ctx); err != nil {
+		if b, err = settledBound(ctx, src); err != nil {
 			return b, err
 		}
 	}
@@ -57,14 +59,94 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 			log.Warn(w)
 		}
 	}
-	if h := b.Holder; h.PID != 0 {
+	logHolders(ctx, b, src.Table.Temporal, c, log)
+	return b, nil
+}
+
+// settledBound takes the bound and, when open writers make it hold at the
+// watermark, waits up to AheadWait for exactly those writers to end.
+func settledBound(ctx context.Context, src *source.Reader) (source.Bound, error) {
+	b, err := src.Bound(ctx)
+	if err != nil {
+		return b, err
+	}
+	return src.AwaitWriters(ctx, b, AheadWait)
+}
+
+// logHolders logs each transaction that holds the bound back, at warning
+// level once per cause (a transaction by its pid and start, a prepared
+// transaction by its gid), at debug level otherwise: a busy source holds
+// the bound at every run, and the metric carries the rest.
+func logHolders(ctx context.Context, b source.Bound, temporal bool, c *config.Config, log *slog.Logger) {
+	for _, h := range b.Holders {
 		open := b.Now.Sub(h.Since)
+		seqHold := b.Hold && !temporal
 		lvl := slog.LevelDebug
-		if open >= HoldWarnAfter {
+		if (h.Prepared() || seqHold || open >= HoldWarnAfter) && firstWarning(c.Name, h) {
 			lvl = slog.LevelWarn
 		}
-		log.Log(ctx, lvl, "bound held back by a transaction open since "+h.Since.Format(time.RFC3339Nano)+"; rows stamped at or after it wait until it ends",
-			"pid", h.PID, "application_name", h.App, "open_for", open.Round(time.Millisecond).String(), "bound", b.Value)
+		since := h.Since.Format(time.RFC3339Nano)
+		switch {
+		case h.Prepared():
+			log.Log(ctx, lvl, "a prepared transaction holds a write lock on "+c.Source.Table+" and holds the source back: rows past the watermark wait until it is committed or rolled back (COMMIT PREPARED / ROLLBACK PREPARED)",
+				"gid", h.App, "prepared", since, "table", c.Source.Table)
+		case seqHold:
+			log.Log(ctx, lvl, "a transaction that can still commit rows below "+c.Source.Cursor[0]+" values already committed stayed open past the wait; rows past the watermark wait until it ends",
+				"pid", h.PID, "application_name", h.App, "transaction_start", since, "waited", AheadWait.String(), "table", c.Source.Table)
+		default:
+			log.Log(ctx, lvl, "bound held back by a transaction open since "+since+"; rows stamped at or after it wait until it ends",
+				"pid", h.PID, "application_name", h.App, "open_for", open.Round(time.Millisecond).String(), "bound", b.Value)
+		}
 	}
-	return b, nil
+}
+
+// maxCauses bounds the causes remembered per source.
+const maxCauses = 256
+
+// warnedCauses maps a source name to the causes already warned about.
+var warnedCauses sync.Map
+
+type causes struct {
+	mu   sync.Mutex
+	seen map[source.Holder]bool
+}
+
+// firstWarning reports whether h has not yet been warned about for source
+// name, and remembers it.
+func firstWarning(name string, h source.Holder) bool {
+	v, _ := warnedCauses.LoadOrStore(name, &causes{seen: map[source.Holder]bool{}})
+	cs := v.(*causes)
+	key := source.Holder{PID: h.PID, Since: h.Since}
+	if h.Prepared() {
+		key.App = h.App // the gid
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.seen[key] {
+		return false
+	}
+	if len(cs.seen) >= maxCauses {
+		clear(cs.seen)
+	}
+	cs.seen[key] = true
+	return true
+}
+
+// boundPosition applies the run's read bound to where it starts reading. A
+// bound that holds at the watermark reads nothing past it (rows behind it,
+// in the lookback window, are still re-read), and nothing at all when there
+// is no watermark yet; it reports false when nothing is to be read.
+func boundPosition(pos source.Position, st watermark.State, b source.Bound, res *Result) (source.Position, bool) {
+	if !b.Hold {
+		pos.Before = b.Value
+		return pos, true
+	}
+	if st.Cursor == nil {
+		return pos, false
+	}
+	pos.Before = st.Cursor[0]
+	if t, ok := pgutil.ParseTime(st.Cursor[0]); ok && !b.Now.IsZero() {
+		res.Bound, res.HeldBack = t, b.Now.Sub(t)
+	}
+	return pos, true
 }

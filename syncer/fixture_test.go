@@ -38,7 +38,12 @@ func newFixture(t *testing.T) *fixture {
 // newFixtureOf makes the source table with updated_at of the given type.
 func newFixtureOf(t *testing.T, updatedAt string) *fixture {
 	t.Helper()
-	db := pgtest.NewDB(t)
+	return newFixtureOn(t, pgtest.NewDB(t), updatedAt)
+}
+
+// newFixtureOn makes the fixture in db.
+func newFixtureOn(t *testing.T, db *pgtest.DB, updatedAt string) *fixture {
+	t.Helper()
 	db.Exec(t, `CREATE TABLE src (id int PRIMARY KEY, updated_at `+updatedAt+`, v text NOT NULL)`)
 	db.Exec(t, `CREATE INDEX ON src (updated_at, id)`)
 	dir := t.TempDir()
@@ -54,13 +59,21 @@ func newFixtureOf(t *testing.T, updatedAt string) *fixture {
 // each) and loads it.
 func (f *fixture) config(t *testing.T, sourceDSN string, keys ...string) *config.Config {
 	t.Helper()
+	return f.load(t, "source.yaml", "public.src", "[updated_at, id]", sourceDSN, keys)
+}
+
+// load writes a source file of table with cursor, reading through
+// sourceDSN and writing public.dst, with the given source keys, and loads
+// it.
+func (f *fixture) load(t *testing.T, file, table, cursor, sourceDSN string, keys []string) *config.Config {
+	t.Helper()
 	var extra strings.Builder
 	for _, k := range keys {
 		extra.WriteString("  " + k + "\n")
 	}
-	doc := fmt.Sprintf("name: %s\nsource:\n  dsn: %q\n  table: public.src\n  cursor: [updated_at, id]\n%ssink:\n  dsn: %q\n  table: public.dst\n",
-		f.name, sourceDSN, extra.String(), f.db.URL)
-	file := filepath.Join(f.dir, "source.yaml")
+	doc := fmt.Sprintf("name: %s\nsource:\n  dsn: %q\n  table: %s\n  cursor: %s\n%ssink:\n  dsn: %q\n  table: public.dst\n",
+		f.name, sourceDSN, table, cursor, extra.String(), f.db.URL)
+	file = filepath.Join(f.dir, file)
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}

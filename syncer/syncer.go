@@ -203,7 +203,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// Rows at or past the bound wait for a later run, so the watermark never
 	// passes a transaction that may still commit. A bound below the
 	// watermark reads nothing new and leaves the watermark where it is.
-	pos.Before = bound.Value
+	pos, read := boundPosition(pos, st, bound, &res)
 	// While re-reading the lookback window the cursor is behind the stored
 	// watermark; the watermark must not move back, so it is held until a
 	// page ends past it.
@@ -242,7 +242,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		}
 		return res, err
 	}
-	for {
+	for read {
 		select {
 		case <-o.Stop:
 			res.Stopped = true
@@ -297,6 +297,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		}
 		pos = next
 	}
+	return done(nil)
 }
 
 // startPosition turns the stored state into where the first page starts.

@@ -25,8 +25,10 @@ type Cluster struct {
 }
 
 // StartCluster initialises a cluster in a new temporary folder and starts it
-// on a free loopback port. The caller must call Destroy.
-func StartCluster(ctx context.Context) (*Cluster, error) {
+// on a free loopback port. Each of settings is one more postgresql.conf line
+// (for example "max_prepared_transactions = 10"). The caller must call
+// Destroy.
+func StartCluster(ctx context.Context, settings ...string) (*Cluster, error) {
 	dir, err := os.MkdirTemp("", "syncd-pg-")
 	if err != nil {
 		return nil, fmt.Errorf("make cluster folder: %w", err)
@@ -54,6 +56,9 @@ func StartCluster(ctx context.Context) (*Cluster, error) {
 		return nil, fmt.Errorf("initdb: %w: %s", err, out)
 	}
 	conf := fmt.Sprintf("\nport = %d\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '%s'\nfsync = off\nmax_connections = 200\n", port, dir)
+	for _, line := range settings {
+		conf += line + "\n"
+	}
 	f, err := os.OpenFile(filepath.Join(data, "postgresql.conf"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("open postgresql.conf: %w", err)

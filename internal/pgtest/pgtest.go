@@ -90,7 +90,13 @@ type DB struct {
 // and drops it when the test ends.
 func NewDB(t testing.TB) *DB {
 	t.Helper()
-	admin := AdminURL(t)
+	return NewDBOn(t, AdminURL(t))
+}
+
+// NewDBOn is NewDB on the server whose maintenance database is admin (a
+// Cluster's URL, for example).
+func NewDBOn(t testing.TB, admin string) *DB {
+	t.Helper()
 	ctx := context.Background()
 	name := "syncd_test_" + randomHex(6)
 	conn, err := pgx.Connect(ctx, admin)

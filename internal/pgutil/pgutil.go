@@ -14,8 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// AppName is the application_name of every syncd session; the commit-safe
-// bound uses it to leave syncd's own sessions out.
+// AppName is the application_name of every syncd session, for people
+// reading pg_stat_activity. The read bound never trusts it: any session can
+// set it (own.go identifies syncd's sessions).
 const AppName = "syncd"
 
 // Settings are the session parameters every syncd connection runs with.
@@ -42,6 +43,7 @@ func Connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s database %s: %w", role, Describe(dsn), scrubbed{err, dsn})
 	}
+	registerOwn(ctx, conn)
 	return conn, nil
 }
 
