@@ -101,7 +101,10 @@ func sequenceOf(ctx context.Context, conn *pgx.Conn, t *Table) (string, error) {
 }
 
 // sequenceBound bounds a sequence cursor. It reads M0, the largest
-// committed value, in its own snapshot, and only then lists the open
+// committed value (capped at the sequence's last value, so that an id set
+// by hand above it waits until the sequence reaches it instead of carrying
+// the watermark past ids still to be handed out), in its own snapshot, and
+// only then lists the open
 // transactions holding a write lock on the table (or a partition) or a lock
 // on the sequence (nextval() takes one until the transaction ends, also
 // when the value is taken before the INSERT). With CACHE 1 every value
@@ -126,8 +129,12 @@ func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
 		m0 pgtype.Text
 	)
 	col := pgutil.Ident(first.Name)
-	q := "SELECT max(" + col + ")::text, now() FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)
-	if err := r.conn.QueryRow(ctx, q).Scan(&m0, &b.Now); err != nil {
+	// A value set by hand above the sequence (an explicit id) is no proof
+	// that lower values were handed out: M0 is capped at the sequence's
+	// last value when this role may read it.
+	q := "SELECT least(max(" + col + "), CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END)::text, now() FROM " +
+		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)
+	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &b.Now); err != nil {
 		return Bound{}, fmt.Errorf("read the largest committed %s of %s for the read bound: %w", first.Name, r.Table.Ident, err)
 	}
 	b.Now = b.Now.UTC()

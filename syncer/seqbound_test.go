@@ -201,3 +201,22 @@ func clusterFixture(t *testing.T, cl *pgtest.Cluster) *fixture {
 	t.Helper()
 	return newFixtureOn(t, pgtest.NewDBOn(t, cl.URL()), "timestamptz NOT NULL DEFAULT now()")
 }
+
+// An id set by hand far above the sequence must not carry the watermark
+// past the ids the sequence has yet to hand out.
+func TestSequenceCursorExplicitIdAhead(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, `CREATE TABLE seq (id bigserial PRIMARY KEY, v text NOT NULL)`)
+	f.db.Exec(t, `INSERT INTO seq (v) SELECT 'first ' || g FROM generate_series(1, 5) g`)
+	f.db.Exec(t, `INSERT INTO seq (id, v) VALUES (1000, 'set by hand')`)
+	c := f.seqConfig(t)
+	f.run(t, c)
+	f.db.Exec(t, `INSERT INTO seq (v) VALUES ('six'), ('seven')`)
+	f.run(t, c)
+	// Every id the sequence handed out is copied; 1000 waits until the
+	// sequence reaches it.
+	f.assertCopyOf(t, "(SELECT * FROM seq WHERE id < 1000)")
+	if w := f.watermark(t); len(w) != 1 || w[0] != "7" {
+		t.Fatalf("watermark %v, want [7]", w)
+	}
+}
