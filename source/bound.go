@@ -258,7 +258,7 @@ func (b Bound) Warning(lookback time.Duration) string {
 	case b.off != "":
 		return b.off
 	case b.Standby:
-		return fmt.Sprintf("the source is a hot standby: transactions of the primary are invisible here, so the commit-safe bound cannot wait for them and late commits are caught only by lookback (%s); point source.dsn at the primary, or keep lookback above the longest transaction plus the replication lag", lookback)
+		return fmt.Sprintf("the source is a hot standby: transactions of the primary are invisible here, so the commit-safe bound cannot wait for them and late commits are caught only by lookback (%s) and syncd reconcile; point source.dsn at the primary, or keep lookback above the longest transaction plus the replication lag", lookback)
 	case b.Blind:
 		return fmt.Sprintf("source role %q cannot see other roles' transactions in pg_stat_activity, so the commit-safe bound waits only for its own role's sessions and late commits by other roles are caught only by lookback (%s); run GRANT pg_read_all_stats TO %s", b.Role, lookback, b.roleSQL)
 	}

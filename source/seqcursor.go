@@ -132,9 +132,9 @@ func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
 	// A value set by hand above the sequence (an explicit id) is no proof
 	// that lower values were handed out: M0 is capped at the sequence's
 	// last value when this role may read it.
-	q := "SELECT least(max(" + col + "), CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END)::text, now() FROM " +
+	q := "SELECT least(max(" + col + "), CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END)::text, now(), pg_is_in_recovery() FROM " +
 		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)
-	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &b.Now); err != nil {
+	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &b.Now, &b.Standby); err != nil {
 		return Bound{}, fmt.Errorf("read the largest committed %s of %s for the read bound: %w", first.Name, r.Table.Ident, err)
 	}
 	b.Now = b.Now.UTC()
