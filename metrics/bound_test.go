@@ -14,7 +14,7 @@ import (
 func TestBoundHolderWithoutTimestampBound(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg, "test")
-	m.AddSource("ids")
+	m.AddSource("ids", metrics.Totals{})
 	holder := func() float64 {
 		t.Helper()
 		for _, mf := range gather(t, reg) {

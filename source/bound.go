@@ -25,8 +25,9 @@ type Bound struct {
 	// Value is the exclusive limit as text of the first cursor column's
 	// type, for Position.Before; "" when no limit applies.
 	Value string
-	// At is the limit as an instant (UTC); zero when Value is "" or the
-	// first cursor column is not a date or timestamp.
+	// At is the limit as an instant (UTC); zero when Value is "", when the
+	// first cursor column is not a date or timestamp, or when Value is only
+	// the ceiling at the clock plus ClockAllowance (bound: off).
 	At time.Time
 	// Now is the source's clock when the bound was computed.
 	Now time.Time
@@ -159,6 +160,11 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		b.session = Holder{PID: pid.Int32, App: app.String, Since: limit}
 	}
 	b.At, b.Value = limitText(r.Table.Cursor[0].Type, limit)
+	if s.Bound == config.BoundOff && s.Settle.Duration <= 0 {
+		// Only the ceiling limits the read: there is no read bound to
+		// report, and the run is caught up to the clock, not past it.
+		b.At = time.Time{}
+	}
 	b.holdFor(nil)
 	if s.Bound == config.BoundOff || b.Standby {
 		return b, nil

@@ -167,6 +167,10 @@ func TestPreparedTransactionHoldsBound(t *testing.T) {
 func assertPreparedHold(t *testing.T, f *fixture, c *config.Config, gid string) {
 	t.Helper()
 	before := f.watermark(t)
+	st, _, err := f.store.Get(f.name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 2; i++ {
 		res := f.run(t, c)
 		if res.Rows != 0 || res.Holder.PID != -1 || res.Holder.App != gid {
@@ -175,6 +179,10 @@ func assertPreparedHold(t *testing.T, f *fixture, c *config.Config, gid string) 
 	}
 	if after := f.watermark(t); strings.Join(after, ",") != strings.Join(before, ",") {
 		t.Fatalf("watermark moved from %v to %v while %s was prepared", before, after, gid)
+	}
+	// Nothing past the watermark was read: the run did not catch up.
+	if now, _, err := f.store.Get(f.name); err != nil || !now.CaughtUp.Equal(st.CaughtUp) {
+		t.Fatalf("caught-up point moved from %v to %v (%v) while %s was prepared", st.CaughtUp, now.CaughtUp, err, gid)
 	}
 	logs := f.logs.String()
 	if n := strings.Count(logs, "a prepared transaction holds a write lock"); n != 1 || !strings.Contains(logs, "gid="+gid) {

@@ -204,6 +204,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// passes a transaction that may still commit. A bound below the
 	// watermark reads nothing new and leaves the watermark where it is.
 	pos, read := boundPosition(pos, st, bound, &res)
+	if bound.Hold {
+		caughtUp = time.Time{} // nothing past the watermark is read: not caught up
+	}
 	// While re-reading the lookback window the cursor is behind the stored
 	// watermark; the watermark must not move back, so it is held until a
 	// page ends past it.
