@@ -83,7 +83,12 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 			return nil, nil, err
 		}
 		defer dst.Close(context.WithoutCancel(ctx))
-		exists, err := dst.Check(ctx, src.Table.Columns)
+		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
+		check := dst.Check
+		if plan {
+			check = dst.Validate
+		}
+		exists, err := check(ctx, src.Table.Columns)
 		if err != nil {
 			return nil, nil, err
 		}

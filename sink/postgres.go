@@ -3,11 +3,13 @@ package sink
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
@@ -27,6 +29,25 @@ type Postgres struct {
 	deleteSQL  string     // soft deletes; "" when there is no deleted_column or they are kept
 	fp         fastPath   // see fastpath.go
 	dur        durability // see durable.go
+
+	srcTypes  []page.UserType // the source's user-defined types, see types_ddl.go
+	srcChecks []string        // the source table's check constraints
+}
+
+// SourceSchemaUser is a sink that creates the source's types and compares
+// the copy's constraints with the source's; the run calls UseSourceSchema
+// before Prepare.
+type SourceSchemaUser interface {
+	UseSourceSchema(types []page.UserType, checks []string)
+}
+
+var _ SourceSchemaUser = (*Postgres)(nil)
+
+// UseSourceSchema gives the sink the source's user-defined types (created
+// with the copy, enum labels kept up to date) and check constraints (any
+// other check of the copy is reported).
+func (s *Postgres) UseSourceSchema(types []page.UserType, checks []string) {
+	s.srcTypes, s.srcChecks = types, checks
 }
 
 var _ Sink = (*Postgres)(nil)
@@ -64,6 +85,8 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 		if err := s.create(ctx, cols); err != nil {
 			return err
 		}
+	} else if _, err := SyncEnumLabels(ctx, s.conn, s.srcTypes); err != nil {
+		return fmt.Errorf("sink table %s: %w", s.table, err)
 	}
 	s.cols = cols
 	s.build()
@@ -76,14 +99,36 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 // Every column the copy lacks or cannot hold exactly is reported at once, in
 // one config error; then the key needs a unique index and NOT NULL columns.
 func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, err error) {
+	exists, problems, err := s.problems(ctx, cols)
+	if err != nil || !exists {
+		return exists, err
+	}
+	if len(problems) > 0 {
+		return true, s.problemsError(problems)
+	}
+	if err := s.checkKey(ctx); err != nil {
+		return true, err
+	}
+	return true, s.checkKeyNotNull(ctx)
+}
+
+// problemsError is every problem of the copy in one config error.
+func (s *Postgres) problemsError(problems []string) error {
+	return s.cfg.Errorf("sink.table", "%s cannot hold every source value exactly: %s; fix the copy, or drop it so syncd creates it with the source's types",
+		s.table, strings.Join(problems, "; "))
+}
+
+// problems lists what keeps an existing copy from holding the source's rows
+// exactly: missing columns, types that cannot hold the source's values, and
+// the copy's own objects that reject or rewrite rows (copycheck.go).
+func (s *Postgres) problems(ctx context.Context, cols []page.Column) (exists bool, problems []string, err error) {
 	existing, err := s.columns(ctx)
 	if err != nil {
-		return false, err
+		return false, nil, err
 	}
 	if len(existing) == 0 {
-		return false, nil
+		return false, nil, nil
 	}
-	var problems []string
 	for _, col := range cols {
 		have, ok := existing[col.Name]
 		if !ok {
@@ -94,14 +139,11 @@ func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, 
 			problems = append(problems, fmt.Sprintf("column %q is %s but %s in the source: %s (ALTER it to %s)", col.Name, have, col.Type, why, col.Type))
 		}
 	}
-	if len(problems) > 0 {
-		return true, s.cfg.Errorf("sink.table", "%s cannot hold every source value exactly: %s; fix the copy, or drop it so syncd creates it with the source's types",
-			s.table, strings.Join(problems, "; "))
+	more, err := s.copyProblems(ctx, cols)
+	if err != nil {
+		return true, nil, err
 	}
-	if err := s.checkKey(ctx); err != nil {
-		return true, err
-	}
-	return true, s.checkKeyNotNull(ctx)
+	return true, append(problems, more...), nil
 }
 
 // checkKeyNotNull refuses a copy whose key columns allow NULL: a unique
@@ -157,7 +199,10 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')
 	return out, nil
 }
 
-func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
+// createSQL is the CREATE TABLE of the copy: the source's columns and
+// types (generated columns become plain ones), NOT NULL where the source has
+// it, and a primary key on sink.key.
+func (s *Postgres) createSQL(cols []page.Column) string {
 	var defs []string
 	for _, col := range cols {
 		d := pgutil.Ident(col.Name) + " " + col.Type
@@ -167,11 +212,61 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 		defs = append(defs, d)
 	}
 	defs = append(defs, "PRIMARY KEY ("+pgutil.IdentList("", s.cfg.Sink.Key)+")")
-	q := "CREATE TABLE IF NOT EXISTS " + s.qualified() + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"
-	if _, err := s.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("create sink table %s: %w; create it by hand (same columns as the source, primary key on %s) or grant CREATE on the schema", s.table, err, strings.Join(s.cfg.Sink.Key, ", "))
+	return "CREATE TABLE IF NOT EXISTS " + s.qualified() + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"
+}
+
+// create makes the copy in one transaction: the schemas and types it needs
+// that the sink lacks, then the table. Enum labels the sink's existing enums
+// lack are added first, each on its own.
+func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
+	plan, err := planTypes(ctx, s.conn, s.srcTypes, false)
+	if err != nil {
+		return err
+	}
+	if len(plan.problems) > 0 {
+		return s.cfg.Errorf("sink.table", "cannot create the copy %s (source %s): %s", s.table, s.cfg.Name, strings.Join(plan.problems, "; "))
+	}
+	for _, q := range plan.labels {
+		if _, err := s.conn.Exec(ctx, q); err != nil {
+			return s.createError(ctx, q, err)
+		}
+	}
+	stmts := append(plan.creates, s.createSQL(cols))
+	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("%s: %w", firstWords(q), err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return s.createError(ctx, "", err)
 	}
 	return nil
+}
+
+// firstWords names a DDL statement by its first four words ("CREATE TYPE
+// "public"."mood" AS").
+func firstWords(q string) string {
+	f := strings.Fields(q)
+	return strings.Join(f[:min(4, len(f))], " ")
+}
+
+// createError explains a failed creation: with the grants the sink role
+// lacks when PostgreSQL refused a privilege, and otherwise with the
+// server's error and how to create the copy by hand.
+func (s *Postgres) createError(ctx context.Context, stmt string, err error) error {
+	if stmt != "" {
+		err = fmt.Errorf("%s: %w", firstWords(stmt), err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		if missing, perr := s.privilegeProblems(ctx, false); perr == nil && len(missing) > 0 {
+			return fmt.Errorf("create sink table %s: %w; %s", s.table, err, strings.Join(missing, "; "))
+		}
+	}
+	return fmt.Errorf("create sink table %s: %w; fix that, or create the copy by hand (same columns and types as the source, primary key on %s)", s.table, err, strings.Join(s.cfg.Sink.Key, ", "))
 }
 
 // checkKey requires a unique index on exactly the key columns, which
@@ -310,13 +405,15 @@ var noEquality = map[string]bool{
 }
 
 // comparable lists the columns, qualified by prefix, in a form that
-// IS DISTINCT FROM can compare.
+// IS DISTINCT FROM can compare. User-defined types (a domain over an enum
+// has no = operator of its own) are compared through their text form,
+// which is exact for every one of them.
 func (s *Postgres) comparable(prefix string) string {
 	parts := make([]string, len(s.cols))
 	for i, c := range s.cols {
 		parts[i] = prefix + pgutil.Ident(c.Name)
 		base, _, _ := strings.Cut(strings.TrimSuffix(c.Type, "[]"), "(")
-		if noEquality[base] {
+		if noEquality[base] || c.TypeOID >= firstUserOID {
 			parts[i] += "::text"
 		}
 	}

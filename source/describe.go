@@ -31,6 +31,10 @@ type Table struct {
 	// unsafe says why a non-temporal first cursor column cannot be bounded
 	// ("" when it can): only with source.bound: off is such a config run.
 	unsafe string
+	// Types are the user-defined types the columns need, each after the
+	// types it is built on; Checks the table's check constraints.
+	Types  []page.UserType
+	Checks []string
 }
 
 // Cursor column types whose btree order is total and whose text output
@@ -135,6 +139,12 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 	}
 	if err := classifyCursor(ctx, conn, c, t); err != nil {
 		return nil, err
+	}
+	if t.Types, err = userTypes(ctx, conn, t.Columns); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", ident, err)
+	}
+	if t.Checks, err = tableChecks(ctx, conn, ident.Schema, ident.Name); err != nil {
+		return nil, fmt.Errorf("describe %s: %w", ident, err)
 	}
 	return t, nil
 }

@@ -189,6 +189,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
+	if u, ok := dst.(sink.SourceSchemaUser); ok {
+		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
+	}
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return res, err
 	}
