@@ -36,8 +36,11 @@ func (s *Postgres) Validate(ctx context.Context, cols []page.Column) (exists boo
 			}
 		}
 	}
+	if len(problems) > 0 && exists {
+		return true, s.problemsError(problems)
+	}
 	if len(problems) > 0 {
-		return exists, s.cfg.Errorf("sink.table", "the copy %s (source %s) has %d problem(s): %s",
+		return false, s.cfg.Errorf("sink.table", "the copy %s (source %s) has %d problem(s): %s",
 			s.table, s.cfg.Name, len(problems), strings.Join(problems, "; "))
 	}
 	if !exists {

@@ -124,3 +124,17 @@ WHERE n.nspname = $1 AND c.relname = $2 AND k.contype = 'c'`, schema, name)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
+
+// RefreshTypes reads the user-defined types of the selected columns again.
+// A run calls it after taking its read bound: PostgreSQL never removes an
+// enum label and a row can use a new label only once ADD VALUE committed,
+// so every label a row under the bound holds is then known, and the sink
+// can add it before that row is applied.
+func (r *Reader) RefreshTypes(ctx context.Context) error {
+	types, err := userTypes(ctx, r.conn, r.Table.Columns)
+	if err != nil {
+		return fmt.Errorf("describe types of %s: %w", r.Table.Ident, err)
+	}
+	r.Table.Types = types
+	return nil
+}

@@ -173,6 +173,11 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	res.Bound, res.BoundAt, res.HeldBack, res.Holder, res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
+	// Enum labels read after the bound include every label a row under it
+	// uses; Prepare adds the missing ones to the copy's enums.
+	if err := src.RefreshTypes(ctx); err != nil {
+		return res, err
+	}
 	caughtUp := bound.At
 	if caughtUp.IsZero() {
 		if caughtUp, err = sourceClock(ctx, src); err != nil {

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -152,5 +153,40 @@ INSERT INTO film SELECT g, now(), 'PG', 2000 + g FROM generate_series(1, 10) g`)
 	}
 	if s, d := rowHashes(t, src, "film", "id"), rowHashes(t, dst, "film", "id"); s != d {
 		t.Fatalf("copy differs from the source:\nsource %s\ncopy   %s", s, d)
+	}
+}
+
+// A copy the user partitioned the same way as a partitioned source is
+// accepted: validate says ok, and runs keep it equal while the source gains
+// a partition (the copy gets one too, as the user would add it).
+func TestPartitionedCopyAccepted(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	ddl := `CREATE TABLE payment (payment_id bigint NOT NULL, updated_at timestamptz NOT NULL, amount numeric(5,2),
+  PRIMARY KEY (payment_id), UNIQUE (updated_at, payment_id)) PARTITION BY RANGE (payment_id);
+CREATE TABLE payment_p1 PARTITION OF payment FOR VALUES FROM (1) TO (1001);
+CREATE TABLE payment_p2 PARTITION OF payment FOR VALUES FROM (1001) TO (2001)`
+	src.Exec(t, ddl)
+	dst.Exec(t, ddl)
+	rows := `INSERT INTO payment SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 second', g %% 1000 / 10.0 FROM generate_series(%d, %d) g`
+	src.Exec(t, fmt.Sprintf(rows, 1, 1500))
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "payment.yaml", tableConfig(src, dst, "payment", "payment_id"))
+	if r := syncd(t, nil, "validate", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "payment: ok") {
+		t.Fatalf("validate: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	state := filepath.Join(dir, "state.db")
+	for _, n := range []int{1500, 2500} {
+		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
+			t.Fatalf("run: exit %d\nstderr: %s", r.code, r.stderr)
+		}
+		if s, d := rowHashes(t, src, "payment", "payment_id"), rowHashes(t, dst, "payment", "payment_id"); s != d || !strings.HasPrefix(s, fmt.Sprint(n, ":")) {
+			t.Fatalf("copy differs from the source (want %d rows):\nsource %.200s\ncopy   %.200s", n, s, d)
+		}
+		if n == 1500 {
+			p3 := `CREATE TABLE payment_p3 PARTITION OF payment FOR VALUES FROM (2001) TO (3001)`
+			src.Exec(t, p3)
+			dst.Exec(t, p3)
+			src.Exec(t, fmt.Sprintf(rows, 1501, 2500))
+		}
 	}
 }

@@ -1,12 +1,17 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
 )
@@ -195,4 +200,82 @@ WHERE n.nspname IN ('public', 'cat') AND t.typtype IN ('e', 'd', 'c', 'r') AND t
 	if r := syncd(t, nil, "validate", "--config", cfgDir); r.code != 0 {
 		t.Fatalf("validate after the runs: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
+}
+
+// syncdBuffer collects the daemon's output while the test reads it.
+type syncdBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncdBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncdBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Labels added to a source enum while the daemon runs, each used by rows
+// committed right after it, reach the copy's enum before those rows: no
+// run fails ("invalid input value for enum"), and the copy becomes equal
+// value by value after each one.
+func TestEnumLabelAddedWhileDaemonRuns(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TYPE mpaa_rating AS ENUM ('G', 'PG');
+CREATE TABLE film (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT clock_timestamp(), rating mpaa_rating, ratings mpaa_rating[]);
+INSERT INTO film (id, rating, ratings) SELECT g, 'PG', ARRAY['G','PG']::mpaa_rating[] FROM generate_series(1, 100) g`)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "film.yaml", "schedule: \"@every 1s\"\n"+tableConfig(src, dst, "film", "id"))
+	out := &syncdBuffer{}
+	cmd := exec.Command(binary, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	equal := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'film'") == 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		for {
+			s, d := rowHashes(t, src, "film", "id"), rowHashes(t, dst, "film", "id")
+			if s == d && strings.HasPrefix(s, fmt.Sprint(n, ":")) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("copy not equal to the source (%d rows) after 30 s:\nsource %.200s\ncopy   %.200s\n%s", n, s, d, out)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	equal(100)
+	prev := "PG"
+	for i := 1; i <= 5; i++ {
+		label := fmt.Sprintf("L%d", i)
+		src.Exec(t, fmt.Sprintf(`ALTER TYPE mpaa_rating ADD VALUE '%s' AFTER '%s'`, label, prev))
+		src.Exec(t, fmt.Sprintf(`INSERT INTO film (id, rating, ratings) SELECT g, '%s', ARRAY['%s', 'G']::mpaa_rating[] FROM generate_series(%d, %d) g`, label, label, 100*i+1, 100*i+100))
+		src.Exec(t, fmt.Sprintf(`UPDATE film SET rating = '%s', updated_at = clock_timestamp() WHERE id %% 10 = %d`, label, i))
+		equal(100*i + 100)
+		prev = label
+	}
+	if strings.Contains(out.String(), "invalid input value") || strings.Contains(out.String(), `"level":"ERROR"`) {
+		t.Fatalf("a run failed:\n%s", out)
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	if err := <-done; err != nil {
+		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, out)
+	}
+	done <- nil
 }
