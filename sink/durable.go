@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
 )
 
 // Deferred is implemented by a sink whose Apply may return once a page has
@@ -16,6 +17,11 @@ import (
 // then write a page's watermark only when Durable counts the page, so that
 // a crash of the sink's server, which can lose the last asynchronous
 // commits, never leaves a watermark ahead of the data.
+//
+// Every other commit is made durable explicitly (pgutil.DurableSQL inside
+// the page's transaction), never left to the synchronous_commit that the
+// sink's server, database, role or DSN options happen to set: with 'off'
+// there, a commit syncd counted as durable could vanish in a crash.
 type Deferred interface {
 	// Durable is how many of the pages applied by this sink so far, counted
 	// from its first Apply, are durable (every earlier one is too).
@@ -72,7 +78,7 @@ func (s *Postgres) Flush(ctx context.Context) error {
 	if d.durable == d.applied {
 		return nil
 	}
-	_, err := s.conn.PgConn().Exec(ctx, "BEGIN; SET LOCAL synchronous_commit = on; SELECT txid_current(); COMMIT").ReadAll()
+	_, err := s.conn.PgConn().Exec(ctx, "BEGIN; "+pgutil.DurableSQL+"; SELECT txid_current(); COMMIT").ReadAll()
 	if err != nil {
 		return fmt.Errorf("flush commits to %s: %w", s.table, err)
 	}
@@ -141,10 +147,11 @@ func parseLSN(s string) (uint64, error) {
 	return h<<32 | l, nil
 }
 
-// asyncCommit makes the upsert's transaction commit asynchronously too.
+// asyncCommit makes the upsert's transaction commit asynchronously too, or
+// durably when it is not part of a stream (see begin).
 func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
 	if !s.dur.start() {
-		return nil
+		return pgutil.Durable(ctx, tx)
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 		return fmt.Errorf("set asynchronous commit: %w", err)

@@ -100,12 +100,15 @@ func (r reply) tagCount(verb string) int64 {
 	return 0
 }
 
-// begin opens a page's transaction, asynchronous when durability allows.
+// begin opens a page's transaction: asynchronous when durability allows
+// (its watermark then waits for the WAL flush), otherwise durable whatever
+// synchronous_commit the sink's configuration sets, because its watermark is
+// written as soon as it returns.
 func (s *Postgres) begin() string {
 	if s.dur.start() {
 		return "BEGIN; SET LOCAL synchronous_commit = off; "
 	}
-	return "BEGIN; "
+	return "BEGIN; " + pgutil.DurableSQL + "; "
 }
 
 const commitLSN = "; COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text"
