@@ -95,6 +95,15 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		if !exists && plan {
 			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
 		}
+		if plan {
+			w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
+			if err != nil {
+				return nil, nil, err
+			}
+			if w != "" {
+				warnings = append(warnings, w)
+			}
+		}
 	}
 	return warnings, src.Table, nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 )
 
@@ -34,6 +35,13 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 		return nil, c.Errorf("source.where", "the targets query does not plan: %v", err)
 	}
 	var warnings []string
+	w, err := sink.FsyncWarning(ctx, g.conn, c.Sink.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if w != "" {
+		warnings = append(warnings, w)
+	}
 	var exists bool
 	if err := g.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", g.t.grants).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("look for grants table %s: %w", g.t.grantsName, err)

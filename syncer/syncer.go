@@ -200,6 +200,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return res, err
 	}
+	if conn := sinkConn(dst); conn != nil {
+		sink.WarnFsync(ctx, conn, c.Sink.DSN, log)
+	}
 	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
 		src.UseBinary()
 	}
