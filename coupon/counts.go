@@ -81,7 +81,7 @@ func (g *Grants) setOutcome(ctx context.Context, c Counts) error {
 	if !c.Reconciled() {
 		status = StatusFailed
 	}
-	_, err := g.conn.Exec(ctx, "UPDATE "+g.t.campaigns+" SET status = $2, granted = $3, missing = $4, extra = $5, updated_at = now() WHERE campaign_id = $1",
+	_, err := pgutil.ExecDurable(ctx, g.conn, "UPDATE "+g.t.campaigns+" SET status = $2, granted = $3, missing = $4, extra = $5, updated_at = now() WHERE campaign_id = $1",
 		g.campaign, status, c.Granted, c.Missing, c.Extra)
 	if err != nil {
 		return fmt.Errorf("record the outcome of campaign %s in %s: %w", g.campaign, g.t.campaigns, err)

@@ -151,6 +151,8 @@ var beforeCommit func(ctx context.Context) error
 // campaign's progress cursor: INSERT ... ON CONFLICT (campaign_id, key) DO
 // NOTHING, so a key granted before (by an earlier run, a run at the same
 // time or an earlier batch) is left as it is. Written counts new grants.
+// The commit is durable (pgutil.DurableSQL), so the progress cursor, the
+// state file and the log never get ahead of the grants on disk.
 func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	if len(p.Rows) == 0 {
 		return sink.Result{}, nil
@@ -172,6 +174,12 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	}
 	var res sink.Result
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
+		// The state file follows this commit, and a run reports the
+		// campaign done after it: it must survive a crash of the sink's
+		// server whatever synchronous_commit its configuration sets.
+		if err := pgutil.Durable(ctx, tx); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, g.grantSQL, grantArgs...)
 		if err != nil {
 			return fmt.Errorf("insert grants: %w", err)
@@ -246,4 +254,14 @@ func (g *Grants) advances(ctx context.Context, a, b []string) (bool, error) {
 		return false, fmt.Errorf("compare keys of campaign %s: %w", g.campaign, err)
 	}
 	return ok, nil
+}
+
+// flush makes every earlier commit to the sink database durable (the
+// freeze, in particular): a durable commit with a transaction id waits for
+// the WAL flush up to its own commit record, which covers them all.
+func (g *Grants) flush(ctx context.Context) error {
+	if _, err := pgutil.ExecDurable(ctx, g.conn, "SELECT txid_current()"); err != nil {
+		return fmt.Errorf("flush the freeze of campaign %s: %w", g.campaign, err)
+	}
+	return nil
 }

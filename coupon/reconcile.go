@@ -107,7 +107,7 @@ func (g *Grants) loadKeys(ctx context.Context) (Campaign, bool, error) {
 func (g *Grants) grantMissing(ctx context.Context) error {
 	q := "INSERT INTO " + g.t.grants + " (campaign_id, " + pgutil.IdentList("", g.keyNames()) + ", granted_at) SELECT $1, " + pgutil.IdentList("t.", g.keyNames()) +
 		", now() FROM " + g.missingFrom() + " ON CONFLICT DO NOTHING"
-	if _, err := g.conn.Exec(ctx, q, g.campaign); err != nil {
+	if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
 		return fmt.Errorf("grant the missing targets of campaign %s: %w", g.campaign, err)
 	}
 	return nil

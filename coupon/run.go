@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
 )
@@ -73,6 +74,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		src.Close(context.WithoutCancel(ctx))
 		return res, err
 	}
+	sink.WarnFsync(ctx, g.conn, c.Sink.DSN, log)
 	camp, err := g.Freeze(ctx, src.Conn(), src.Table.Ident)
 	src.Close(context.WithoutCancel(ctx)) // the targets are frozen: the source is not read again
 	if err != nil {
@@ -80,6 +82,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	res.Stats.AsOf, res.Stats.Frozen = camp.AsOf, camp.Frozen
 	if camp.Frozen {
+		// Whatever the sink's synchronous_commit, the frozen targets are on
+		// disk before the campaign is reported frozen: a crash must not let
+		// a later run freeze again at another as_of.
+		if err := g.flush(ctx); err != nil {
+			return res, err
+		}
 		log.Info("campaign frozen", "campaign", camp.ID, "as_of", camp.AsOf.UTC().Format(time.RFC3339Nano), "targets", camp.Targets)
 	}
 
