@@ -288,18 +288,11 @@ func restartable(t *testing.T) (cl *pgtest.Cluster, local, remote *pgtest.DB) {
 func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, cl.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
 	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace("faults_" + t.Name()))
 	if len(name) > 60 {
 		name = name[:60]
 	}
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		t.Fatal(err)
-	}
+	clusterExec(t, cl, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	u, _ := url.Parse(cl.URL())
 	u.Path = "/" + name
 	cfg, err := pgxpool.ParseConfig(u.String())
