@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
@@ -174,21 +175,21 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	}
 	var res sink.Result
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
-		// The state file follows this commit, and a run reports the
-		// campaign done after it: it must survive a crash of the sink's
-		// server whatever synchronous_commit its configuration sets.
-		if err := pgutil.Durable(ctx, tx); err != nil {
-			return err
-		}
-		tag, err := tx.Exec(ctx, g.grantSQL, grantArgs...)
-		if err != nil {
-			return fmt.Errorf("insert grants: %w", err)
-		}
-		res.Written = tag.RowsAffected()
+		// One round trip. The state file follows this commit, and a run
+		// reports the campaign done after it: it must survive a crash of
+		// the sink's server whatever synchronous_commit its configuration
+		// sets (pgutil.DurableSQL).
+		b := &pgx.Batch{}
+		b.Queue(pgutil.DurableSQL)
+		b.Queue(g.grantSQL, grantArgs...).Exec(func(tag pgconn.CommandTag) error {
+			res.Written = tag.RowsAffected()
+			return nil
+		})
 		if mutation != "progress_first" {
-			if _, err := tx.Exec(ctx, g.progressSQL, progressArgs...); err != nil {
-				return fmt.Errorf("save progress: %w", err)
-			}
+			b.Queue(g.progressSQL, progressArgs...)
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return fmt.Errorf("insert grants and save progress: %w", err)
 		}
 		if beforeCommit != nil {
 			return beforeCommit(ctx)
