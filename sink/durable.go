@@ -36,6 +36,7 @@ var _ Deferred = (*Postgres)(nil)
 // server's WAL flush position passes their commit records.
 type durability struct {
 	async   bool // the server allows asynchronous commits to be tracked
+	lsn     bool // the server reports its WAL positions
 	applied int64
 	durable int64
 	pending []pendingCommit
@@ -71,18 +72,43 @@ type pendingCommit struct {
 // Durable implements Deferred.
 func (s *Postgres) Durable() int64 { return s.dur.durable }
 
-// Flush commits one synchronous transaction with a transaction id: its WAL
-// flush covers every earlier asynchronous commit.
+// flushSQL commits one durable transaction that writes WAL (creating a
+// temporary table writes catalog rows; the sink already needs TEMPORARY for
+// its staging table), so its commit waits for the WAL flush up to its own
+// commit record, which covers every earlier commit. A transaction that
+// writes no WAL (SELECT txid_current() alone, an upsert that changed
+// nothing) commits without flushing anything, whatever synchronous_commit
+// says. The flush position read after it is what Flush trusts.
+const flushSQL = "BEGIN; CREATE TEMP TABLE IF NOT EXISTS syncd_flush () ON COMMIT DROP; " + pgutil.DurableSQL +
+	"; COMMIT; SELECT pg_current_wal_flush_lsn()::text"
+
+// Flush makes every committed page durable, and checks it with the
+// server's WAL flush position.
 func (s *Postgres) Flush(ctx context.Context) error {
 	d := &s.dur
 	if d.durable == d.applied {
 		return nil
 	}
-	_, err := s.conn.PgConn().Exec(ctx, "BEGIN; "+pgutil.DurableSQL+"; SELECT txid_current(); COMMIT").ReadAll()
+	res, err := s.conn.PgConn().Exec(ctx, flushSQL).ReadAll()
 	if err != nil {
 		return fmt.Errorf("flush commits to %s: %w", s.table, err)
 	}
-	d.durable, d.pending = d.applied, d.pending[:0]
+	if !d.lsn {
+		d.durable, d.pending = d.applied, d.pending[:0]
+		return nil
+	}
+	last := res[len(res)-1]
+	if len(last.Rows) != 1 || len(last.Rows[0]) != 1 {
+		return fmt.Errorf("flush commits to %s: no WAL flush position in the reply", s.table)
+	}
+	fl, err := parseLSN(string(last.Rows[0][0]))
+	if err != nil {
+		return fmt.Errorf("flush commits to %s: %w", s.table, err)
+	}
+	d.flushed(fl)
+	if d.durable != d.applied {
+		return fmt.Errorf("flush commits to %s: the server's WAL flush position %s is still behind %d committed pages; the next run applies them again", s.table, last.Rows[0][0], d.applied-d.durable)
+	}
 	return nil
 }
 
@@ -94,13 +120,17 @@ func (s *Postgres) prepareDurability(ctx context.Context) {
 	s.dur = durability{}
 	var standbys, insert, flush string
 	err := s.conn.QueryRow(ctx, "SELECT current_setting('synchronous_standby_names'), pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&standbys, &insert, &flush)
+	s.dur.lsn = err == nil
 	s.dur.async = err == nil && strings.TrimSpace(standbys) == ""
 }
 
-// committed records a page that committed synchronously (every earlier
-// page is durable with it) or asynchronously with the WAL positions read
-// right after its commit.
-func (d *durability) committed(async bool, insertLSN, flushLSN string) error {
+// committed records a page's commit with the WAL positions read right after
+// it: the page is durable once the flush position has passed the insert
+// position, whether it committed asynchronously or not (a durable commit
+// that wrote no WAL flushes nothing, not even the asynchronous commits
+// before it). Without positions ("": the server does not report them) a
+// synchronous commit is taken as durable with every earlier page.
+func (d *durability) committed(insertLSN, flushLSN string) error {
 	d.applied++
 	if !d.last.IsZero() && time.Since(d.last) < streamGap {
 		d.streak++
@@ -108,7 +138,7 @@ func (d *durability) committed(async bool, insertLSN, flushLSN string) error {
 		d.streak = 0
 	}
 	d.last = time.Now()
-	if !async {
+	if insertLSN == "" {
 		d.durable, d.pending = d.applied, d.pending[:0]
 		return nil
 	}
@@ -147,11 +177,19 @@ func parseLSN(s string) (uint64, error) {
 	return h<<32 | l, nil
 }
 
-// asyncCommit makes the upsert's transaction commit asynchronously too, or
-// durably when it is not part of a stream (see begin).
+// durableCommit, run last in the upsert's transaction, makes its commit
+// durable when it is not asynchronous (see commit).
+func (s *Postgres) durableCommit(ctx context.Context, tx pgx.Tx) error {
+	if s.dur.now {
+		return nil
+	}
+	return pgutil.Durable(ctx, tx)
+}
+
+// asyncCommit makes the upsert's transaction commit asynchronously too.
 func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
 	if !s.dur.start() {
-		return pgutil.Durable(ctx, tx)
+		return nil
 	}
 	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
 		return fmt.Errorf("set asynchronous commit: %w", err)
@@ -161,12 +199,12 @@ func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
 
 // afterCommit records the upsert's commit with the server's WAL positions.
 func (s *Postgres) afterCommit(ctx context.Context) error {
-	if !s.dur.now {
-		return s.dur.committed(false, "", "")
+	if !s.dur.lsn {
+		return s.dur.committed("", "")
 	}
 	var insert, flush string
 	if err := s.conn.QueryRow(ctx, "SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&insert, &flush); err != nil {
 		return fmt.Errorf("read WAL position of %s: %w", s.table, err)
 	}
-	return s.dur.committed(true, insert, flush)
+	return s.dur.committed(insert, flush)
 }

@@ -100,18 +100,27 @@ func (r reply) tagCount(verb string) int64 {
 	return 0
 }
 
-// begin opens a page's transaction: asynchronous when durability allows
-// (its watermark then waits for the WAL flush), otherwise durable whatever
-// synchronous_commit the sink's configuration sets, because its watermark is
-// written as soon as it returns.
+// begin opens a page's transaction, asynchronous when durability allows
+// (its watermark then waits for the WAL flush).
 func (s *Postgres) begin() string {
 	if s.dur.start() {
 		return "BEGIN; SET LOCAL synchronous_commit = off; "
 	}
-	return "BEGIN; " + pgutil.DurableSQL + "; "
+	return "BEGIN; "
 }
 
-const commitLSN = "; COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text"
+// commit ends a page's transaction and reads the WAL positions. A page
+// that is not asynchronous gets its watermark as soon as it returns, so
+// its commit is made durable right before COMMIT, whatever
+// synchronous_commit the sink's server, database, role, DSN or anything
+// the page ran (a trigger) has set.
+func (s *Postgres) commit() string {
+	const lsn = "; COMMIT; SELECT pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text"
+	if s.dur.now {
+		return lsn
+	}
+	return "; " + pgutil.DurableSQL + lsn
+}
 
 // committedReply records the commit of a round trip with the WAL
 // positions it returned.
@@ -119,7 +128,7 @@ func (s *Postgres) committedReply(r reply) error {
 	if len(r.row) != 2 {
 		return fmt.Errorf("commit: no WAL position in the reply")
 	}
-	return s.dur.committed(s.dur.now, r.row[0], r.row[1])
+	return s.dur.committed(r.row[0], r.row[1])
 }
 
 // upsertRoundTrip applies p through the staging table and the upsert in
@@ -130,7 +139,7 @@ func (s *Postgres) upsertRoundTrip(ctx context.Context, p page.Page) (Result, er
 	if !s.stageReady {
 		sql.WriteString(s.stageSQL() + "; ")
 	}
-	sql.WriteString(s.stageCopySQL(p) + "; " + s.upsertSQL + commitLSN)
+	sql.WriteString(s.stageCopySQL(p) + "; " + s.upsertSQL + s.commit())
 	encodeRoundTrip(&s.buf, sql.String(), p)
 	r, err := s.roundTrip(ctx, s.buf.Bytes())
 	if err != nil {

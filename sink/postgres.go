@@ -371,7 +371,7 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 			return fmt.Errorf("upsert page: %w", err)
 		}
 		res.Written = tag.RowsAffected()
-		return nil
+		return s.durableCommit(ctx, tx)
 	})
 	if err != nil {
 		s.stageReady = false

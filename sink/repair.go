@@ -70,11 +70,6 @@ func (s *Postgres) applyFixes(ctx context.Context, fixes []Fix, q repairSQL) (Re
 		marks = append(marks, append(mark, []byte(op)))
 	}
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
-		// reconcile reports the copy repaired: it must still be after a
-		// crash of the sink's server.
-		if err := pgutil.Durable(ctx, tx); err != nil {
-			return err
-		}
 		if err := s.createStage(ctx, tx); err != nil {
 			return err
 		}
@@ -105,7 +100,9 @@ func (s *Postgres) applyFixes(ctx context.Context, fixes []Fix, q repairSQL) (Re
 			}
 			*step.n += tag.RowsAffected()
 		}
-		return nil
+		// reconcile reports the copy repaired: it must still be after a
+		// crash of the sink's server.
+		return pgutil.Durable(ctx, tx)
 	})
 	if err != nil {
 		return RepairResult{}, fmt.Errorf("repair %s: %w", s.table, err)

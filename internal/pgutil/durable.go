@@ -8,13 +8,17 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// DurableSQL, run inside a transaction, makes that transaction's COMMIT
+// DurableSQL, run inside a transaction right before its COMMIT (what the
+// transaction ran before cannot undo it then), makes that COMMIT
 // return only once its commit record is flushed to disk, whatever
 // synchronous_commit the server, the database, the role or the DSN's
 // options set: 'off' is raised to 'on' for this transaction only (SET
 // LOCAL, so it is safe behind a transaction pooler and never leaks into
 // the session). 'local', 'remote_write', 'on' and 'remote_apply' already
-// wait for the local flush and are left as the operator set them.
+// wait for the local flush and are left as the operator set them. A
+// transaction that wrote no WAL (an upsert that changed nothing, SELECT
+// txid_current() alone) flushes nothing at COMMIT, whatever the setting:
+// callers that need earlier commits flushed must write something.
 const DurableSQL = "SELECT set_config('synchronous_commit', 'on', true) WHERE current_setting('synchronous_commit') = 'off'"
 
 // Durable runs DurableSQL in tx.
@@ -30,12 +34,11 @@ func Durable(ctx context.Context, tx pgx.Tx) error {
 func ExecDurable(ctx context.Context, conn *pgx.Conn, sql string, args ...any) (pgconn.CommandTag, error) {
 	var tag pgconn.CommandTag
 	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		if err := Durable(ctx, tx); err != nil {
+		var err error
+		if tag, err = tx.Exec(ctx, sql, args...); err != nil {
 			return err
 		}
-		var err error
-		tag, err = tx.Exec(ctx, sql, args...)
-		return err
+		return Durable(ctx, tx)
 	})
 	return tag, err
 }
