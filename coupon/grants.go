@@ -180,7 +180,6 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 		// the sink's server whatever synchronous_commit its configuration
 		// sets (pgutil.DurableSQL).
 		b := &pgx.Batch{}
-		b.Queue(pgutil.DurableSQL)
 		b.Queue(g.grantSQL, grantArgs...).Exec(func(tag pgconn.CommandTag) error {
 			res.Written = tag.RowsAffected()
 			return nil
@@ -188,6 +187,7 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 		if mutation != "progress_first" {
 			b.Queue(g.progressSQL, progressArgs...)
 		}
+		b.Queue(pgutil.DurableSQL)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert grants and save progress: %w", err)
 		}
@@ -258,10 +258,12 @@ func (g *Grants) advances(ctx context.Context, a, b []string) (bool, error) {
 }
 
 // flush makes every earlier commit to the sink database durable (the
-// freeze, in particular): a durable commit with a transaction id waits for
-// the WAL flush up to its own commit record, which covers them all.
+// freeze, in particular): a durable commit that writes WAL (it rewrites the
+// campaign row unchanged) waits for the WAL flush up to its own commit
+// record, which covers them all. A commit that writes no WAL (SELECT
+// txid_current() alone) would flush nothing.
 func (g *Grants) flush(ctx context.Context) error {
-	if _, err := pgutil.ExecDurable(ctx, g.conn, "SELECT txid_current()"); err != nil {
+	if _, err := pgutil.ExecDurable(ctx, g.conn, "UPDATE "+g.t.campaigns+" SET updated_at = updated_at WHERE campaign_id = $1", g.campaign); err != nil {
 		return fmt.Errorf("flush the freeze of campaign %s: %w", g.campaign, err)
 	}
 	return nil
