@@ -24,7 +24,7 @@ func TestFlushReachesTheDisk(t *testing.T) {
 	e := newFastEnv(t, 3_000, 50)
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cl, err := pgtest.StartCluster(cctx)
+	cl, err := pgtest.StartCluster(cctx, "wal_writer_delay = '10s'", "autovacuum = off")
 	if err != nil {
 		t.Fatalf("throwaway cluster: %v", err)
 	}
@@ -34,11 +34,6 @@ func TestFlushReachesTheDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(ctx)
-	for _, q := range []string{`ALTER SYSTEM SET wal_writer_delay = '10s'`, `ALTER SYSTEM SET autovacuum = off`, `SELECT pg_reload_conf()`} {
-		if _, err := admin.Exec(ctx, q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
 	c, err := config.Parse("flush.yaml", []byte(fmt.Sprintf(`
 name: flush
 source:

@@ -30,12 +30,11 @@ func durableSink(t *testing.T) *pgtest.Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := pgtest.StartCluster(ctx, pgtest.WithFsync())
+	cl, err := pgtest.StartCluster(ctx, "fsync = on", "wal_writer_delay = '10s'")
 	if err != nil {
 		t.Fatalf("throwaway cluster: %v", err)
 	}
 	t.Cleanup(func() { cl.Destroy(context.Background()) })
-	clusterExec(t, cl, `ALTER SYSTEM SET wal_writer_delay = '10s'`, `SELECT pg_reload_conf()`)
 	return cl
 }
 
