@@ -302,11 +302,18 @@ func (s *Postgres) build() {
 	}
 	list := pgutil.IdentList("", names)
 	s.copySQL = "COPY pg_temp.syncd_stage (" + list + ") FROM STDIN"
+	// Key columns are set too: ON CONFLICT matches keys that are equal but
+	// spelled differently (numeric 1.0 and 1.00), and the copy must hold
+	// the source's spelling. Without other columns there is nothing to
+	// update.
 	var sets []string
+	hasValues := false
 	for _, n := range names {
-		if !slices.Contains(s.cfg.Sink.Key, n) {
-			sets = append(sets, pgutil.Ident(n)+" = EXCLUDED."+pgutil.Ident(n))
-		}
+		hasValues = hasValues || !slices.Contains(s.cfg.Sink.Key, n)
+		sets = append(sets, pgutil.Ident(n)+" = EXCLUDED."+pgutil.Ident(n))
+	}
+	if !hasValues {
+		sets = nil
 	}
 	target := s.qualified()
 	sel := "SELECT " + list + " FROM pg_temp.syncd_stage"
