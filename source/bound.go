@@ -96,7 +96,10 @@ func (b Bound) HeldBack() time.Duration {
 // written ($1 and $3: their pids and backend start times; a session that
 // has an xid is never left out, and nothing a writer can set, such as its
 // application_name, is trusted), autovacuum (which writes no user rows but
-// can run for hours), and transactions that failed and can only roll back.
+// can run for hours), and transactions that failed and can only roll back
+// (a failed transaction holds no lock at all; one whose failure is inside a
+// savepoint still holds its virtualxid lock and can ROLLBACK TO the
+// savepoint and commit rows stamped at its start, so it holds the bound).
 // On a hot standby no
 // local session can write, so none holds the bound. $2 is source.bound:
 // "writers" keeps only transactions that have an xid, that is have written.
@@ -115,7 +118,8 @@ LEFT JOIN LATERAL (
     AND NOT (a.backend_xid IS NULL AND (a.pid, a.backend_start) IN (SELECT * FROM unnest($1::int4[], $3::timestamptz[])))
     AND a.backend_type IS DISTINCT FROM 'autovacuum worker'
     AND a.xact_start IS NOT NULL
-    AND a.state IS DISTINCT FROM 'idle in transaction (aborted)'
+    AND (a.state IS DISTINCT FROM 'idle in transaction (aborted)'
+         OR EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = a.pid))
     AND $2::text <> 'off' AND NOT pg_is_in_recovery()
     AND ($2::text = 'transactions' OR a.backend_xid IS NOT NULL)
   ORDER BY a.xact_start

@@ -224,6 +224,30 @@ func TestRoleWithoutStatsPrivilege(t *testing.T) {
 	}
 }
 
+// A transaction that failed inside a savepoint is not over: it can roll
+// back to the savepoint and commit the rows it wrote before, stamped at its
+// start. It holds the bound like any open transaction, and its row is
+// copied by the run after it commits.
+func TestSavepointFailureHoldsBound(t *testing.T) {
+	f := newFixture(t)
+	c := f.config(t, f.db.URL, "lookback: 0s")
+	w := begin(t, f.db.URL)
+	w.exec(t, `INSERT INTO src (id, v) VALUES (100, 'written before the failure')`)
+	w.exec(t, `SAVEPOINT s`)
+	if _, err := w.conn.Exec(context.Background(), "SELECT 1/0"); err == nil {
+		t.Fatal("division by zero succeeded")
+	}
+	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'after it began' FROM generate_series(1, 3) g`)
+	res := f.run(t, c)
+	if res.Holder.PID != w.pid || res.Rows != 0 {
+		t.Fatalf("transaction failed inside a savepoint: holder pid %d, %d rows; want pid %d and 0 rows", res.Holder.PID, res.Rows, w.pid)
+	}
+	w.exec(t, `ROLLBACK TO SAVEPOINT s`)
+	w.exec(t, `COMMIT`)
+	f.run(t, c)
+	f.assertSame(t)
+}
+
 // A transaction that failed can only roll back: it holds nothing back.
 func TestAbortedTransactionDoesNotHoldBound(t *testing.T) {
 	f := newFixture(t)
