@@ -21,6 +21,7 @@ type Campaign struct {
 	ID          string
 	Source      string
 	SourceTable string
+	GrantsTable string
 	KeyColumns  []string
 	Where       string
 	AsOf        time.Time
@@ -43,9 +44,9 @@ const (
 
 // Load reads the campaign row; ok is false before the first freeze.
 func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
-	err = g.conn.QueryRow(ctx, `SELECT campaign_id, source, source_table, key_columns, where_sql, as_of, frozen_at,
+	err = g.conn.QueryRow(ctx, `SELECT campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, frozen_at,
   targets, cursor, pages, status FROM `+g.t.campaigns+` WHERE campaign_id = $1`, g.campaign).Scan(
-		&c.ID, &c.Source, &c.SourceTable, &c.KeyColumns, &c.Where, &c.AsOf, &c.FrozenAt, &c.Targets, &c.Cursor, &c.Pages, &c.Status)
+		&c.ID, &c.Source, &c.SourceTable, &c.GrantsTable, &c.KeyColumns, &c.Where, &c.AsOf, &c.FrozenAt, &c.Targets, &c.Cursor, &c.Pages, &c.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Campaign{}, false, nil
 	}
@@ -117,15 +118,35 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 	}
 }
 
-// checkUnchanged refuses a config whose target definition differs from the
-// frozen one: the frozen targets would silently disagree with it.
+// checkUnchanged refuses a config whose campaign identity differs from the
+// frozen one: its targets (source table, key, where) and its grants table.
+// Other frozen targets would silently disagree with the config, and grants
+// written to another table would leave the frozen targets ungranted while
+// the counts of the new, empty tables said "done".
 func (g *Grants) checkUnchanged(c Campaign, srcTable config.Table) error {
-	if c.SourceTable != srcTable.String() || !slices.Equal(c.KeyColumns, g.keyNames()) || c.Where != g.cfg.Source.Where {
-		return g.cfg.Errorf("source.where", "campaign %s was frozen at %s from %s (key %s) where %q, and this config says %s (key %s) where %q; a frozen campaign cannot change: restore the config, or use a new sink.campaign",
-			c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), c.SourceTable, strings.Join(c.KeyColumns, ","), c.Where,
-			srcTable, strings.Join(g.keyNames(), ","), g.cfg.Source.Where)
+	type change struct{ key, was, now string }
+	var changed []change
+	if c.SourceTable != srcTable.String() {
+		changed = append(changed, change{"source.table", c.SourceTable, srcTable.String()})
 	}
-	return nil
+	if !slices.Equal(c.KeyColumns, g.keyNames()) {
+		changed = append(changed, change{"sink.key", strings.Join(c.KeyColumns, ","), strings.Join(g.keyNames(), ",")})
+	}
+	if c.Where != g.cfg.Source.Where {
+		changed = append(changed, change{"source.where", c.Where, g.cfg.Source.Where})
+	}
+	if c.GrantsTable != g.t.grantsName.String() {
+		changed = append(changed, change{"sink.table", c.GrantsTable, g.t.grantsName.String()})
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var diff []string
+	for _, ch := range changed {
+		diff = append(diff, fmt.Sprintf("%s %q → %q", ch.key, ch.was, ch.now))
+	}
+	return g.cfg.Errorf(changed[0].key, "campaign %s was frozen at %s with other settings (%s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
+		c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), strings.Join(diff, "; "))
 }
 
 // selectKeys is the query of the targets at as_of, with as_of bound to
