@@ -91,6 +91,11 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 			}
 			return c, g.analyzeIfNever(ctx)
 		}
+		if attempt == 1 {
+			if err := g.checkNotElsewhere(ctx); err != nil {
+				return Campaign{}, err
+			}
+		}
 		var froze bool
 		if same {
 			froze, err = g.freezeSame(ctx, srcTable)
@@ -147,6 +152,37 @@ func (g *Grants) checkUnchanged(c Campaign, srcTable config.Table) error {
 	}
 	return g.cfg.Errorf(changed[0].key, "campaign %s was frozen at %s with other settings (%s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
 		c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), strings.Join(diff, "; "))
+}
+
+// checkNotElsewhere refuses to freeze a campaign whose id is already
+// frozen in another schema's campaigns table of the sink database: its
+// sink.table was moved to another schema, and freezing again would grant
+// every target a second time.
+func (g *Grants) checkNotElsewhere(ctx context.Context) error {
+	rows, err := g.conn.Query(ctx, `
+SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = $1 AND c.relkind IN ('r', 'p') AND c.oid IS DISTINCT FROM to_regclass($2)::oid
+  AND has_table_privilege(c.oid, 'SELECT')`, CampaignsTable, g.t.campaigns)
+	if err != nil {
+		return fmt.Errorf("look for campaign %s in other schemas: %w", g.campaign, err)
+	}
+	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("look for campaign %s in other schemas: %w", g.campaign, err)
+	}
+	for _, other := range others {
+		var grants string
+		err := g.conn.QueryRow(ctx, "SELECT grants_table FROM "+other+" WHERE campaign_id = $1", g.campaign).Scan(&grants)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("look for campaign %s in %s: %w", g.campaign, other, err)
+		}
+		return g.cfg.Errorf("sink.table", "campaign %s was already frozen with grants table %s (see %s), and this config says %s: a frozen campaign cannot change its grants table, or members would be granted twice; restore sink.table, or start a new campaign with a new sink.campaign id",
+			g.campaign, grants, other, g.t.grantsName)
+	}
+	return nil
 }
 
 // selectKeys is the query of the targets at as_of, with as_of bound to
