@@ -199,6 +199,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
+	if err := checkCopyNotLost(ctx, sinkConn(dst), c, st, o.Store.Path()); err != nil {
+		return res, err
+	}
 	if err := adoptIdentity(o.Store, c); err != nil {
 		return res, err
 	}

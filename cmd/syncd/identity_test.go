@@ -197,3 +197,37 @@ func TestOldStateWithoutIdentityIsAdopted(t *testing.T) {
 		t.Fatalf("a change after the adoption: exit %d, want 2 naming sink.table:\n%s", r.code, r.stderr)
 	}
 }
+
+// A copy emptied (TRUNCATE) or dropped while the watermark stays is
+// refused with exit 2 and the resync that rebuilds it, not resumed: the
+// copy would hold only the rows after the watermark. After the resync the
+// copy equals the source. (Before: exit 0 and an empty copy.)
+func TestEmptiedOrDroppedCopyIsRefused(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	for _, tc := range []struct{ sql, state string }{{"TRUNCATE orders_copy", "empty"}, {"DROP TABLE orders_copy", "missing"}} {
+		dst.Exec(t, tc.sql)
+		r := syncd(t, env, "run", "--config", cfg, "--once")
+		want := "sink.table: the copy public.orders_copy is " + tc.state + ", but the watermark of source orders"
+		if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "run `syncd resync --source orders --from-start`") {
+			t.Fatalf("run after %s: exit %d, want 2 with %q:\n%s", tc.sql, r.code, want, r.stderr)
+		}
+		if n := count(t, dst, "SELECT count(*) FROM pg_class WHERE relname = 'orders_copy'"); tc.state == "missing" && n != 0 {
+			t.Fatalf("the refused run created the copy again")
+		}
+	}
+	if r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start"); r.code != 0 {
+		t.Fatalf("resync: exit %d: %s", r.code, r.stderr)
+	}
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run after resync: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
+		t.Fatal("after the resync the copy differs from the source")
+	}
+}
