@@ -256,9 +256,6 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		return err
 	}
 	for _, s := range st.Sources {
-		if s.IdentityError != "" {
-			fmt.Fprintf(env.Stdout, "%s: refused: %s\n", s.Name, s.IdentityError)
-		}
 		// Like the log, the table names only a holder open long enough to
 		// matter; --json always carries it.
 		if s.BoundHolderPID == source.PreparedPID {

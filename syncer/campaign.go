@@ -20,9 +20,9 @@ func runCampaign(ctx context.Context, o Options, log *slog.Logger) (Result, erro
 		return Result{}, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
-	// The state file records the campaign's identity before its first
-	// grant, so that a sink.table moved to another schema (where the
-	// campaign row is not found) is refused by the next run.
+	// The state file records the campaign's identity, binding from its
+	// first granted page on (coupon records the campaign then), so that a
+	// sink.table moved to another schema is refused by the next run.
 	if err := adoptIdentity(o.Store, o.Config); err != nil {
 		return Result{}, err
 	}

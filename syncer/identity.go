@@ -97,14 +97,14 @@ func adoptIdentity(store *watermark.Store, c *config.Config) error {
 	if err != nil {
 		return err
 	}
-	if st.Identity != nil && st.Identity.Fingerprint == id.Fingerprint && (c.Sink.Type != config.SinkCouponGrants || st.Campaign == c.Sink.Campaign) {
+	if st.Identity != nil && st.Identity.Fingerprint == id.Fingerprint {
 		return nil
 	}
 	return store.Update(c.Name, func(st *watermark.State) error {
-		if c.Sink.Type == config.SinkCouponGrants && st.Campaign != c.Sink.Campaign {
-			// A new campaign: the progress shown is the new one's.
-			st.Cursor, st.From, st.TotalRows = nil, "", 0
-			st.Campaign = c.Sink.Campaign
+		if c.Sink.Type == config.SinkCouponGrants && st.Campaign != "" && st.Campaign != c.Sink.Campaign {
+			// A new campaign: its first granted page records it (and binds
+			// the identity); until then the old one's progress is not shown.
+			st.Cursor, st.From, st.TotalRows, st.Campaign = nil, "", 0, ""
 		}
 		st.Identity = &id
 		return nil
