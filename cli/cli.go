@@ -64,7 +64,7 @@ Usage:
                   without --once: [--listen ADDR] [--shutdown-timeout 30s] [--admin-token-file FILE]
   syncd resync    --config PATH [--state FILE] --source NAME (--from RFC3339 | --from-start) [--listen ADDR]
   syncd status    --config PATH [--state FILE] [--json] [--listen ADDR]
-  syncd validate  --config PATH
+  syncd validate  --config PATH [--state FILE]
   syncd reconcile --config PATH [--state FILE] --source NAME [--repair] [--json]
   syncd version
 

@@ -78,7 +78,7 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 			}
 			return st, err
 		},
-		Resync: func(name string, from time.Time) error { return Resync(store, name, from) },
+		Resync: func(c *config.Config, from time.Time) error { return Resync(store, c, from) },
 		Reconcile: func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
 			return ReconcileSource(ctx, cfg, store, cfg.Reconcile != nil && cfg.Reconcile.Repair, env.Logger)
 		},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -44,6 +45,9 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	if cfg := cfgs[0]; cfg.Sink.Type == config.SinkCouponGrants {
 		return cfg.Errorf("sink.type", "source %s is a coupon campaign: its progress lives in the grants database, so resync does not apply; re-running it is always safe, and a new target set needs a new sink.campaign (docs/COUPONS.md)", cfg.Name)
 	}
+	if err := syncer.CheckFrom(ctx, cfgs[0], fromTime); err != nil {
+		return err
+	}
 	store, err := openState(c.state)
 	if isLocked(err) {
 		return resyncThroughDaemon(ctx, env, &a, c.state, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart}, err)
@@ -52,7 +56,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	if err := Resync(store, *name, fromTime); err != nil {
+	if err := Resync(store, cfgs[0], fromTime); err != nil {
 		return err
 	}
 	if fromTime.IsZero() {
@@ -91,11 +95,15 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 	return fmt.Errorf("the daemon at %s answered %d: %s", c.where, code, msg)
 }
 
-// Resync moves the watermark of name back to from (the zero time: the start).
-// A stored state that no longer decodes is replaced: resync is the
+// Resync moves the watermark of source c back to from (the zero time: the
+// start) and records c's settings as the ones the watermark now belongs
+// to. A stored state that no longer decodes is replaced: resync is the
 // recovery its error message names.
-func Resync(store *watermark.Store, name string, from time.Time) error {
+func Resync(store *watermark.Store, c *config.Config, from time.Time) error {
+	name := c.Name
+	id := syncer.IdentityOf(c)
 	reset := func(st *watermark.State) {
+		st.Identity = &id
 		st.Cursor = nil
 		st.From = ""
 		st.ResyncedFrom = "start"

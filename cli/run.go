@@ -51,10 +51,15 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	// A stored watermark that does not decode stops the run before any
-	// source is touched, with the resync that replaces it.
+	// A stored watermark that does not decode, or was computed for other
+	// settings, stops the run before any source is touched, with the
+	// resync that replaces it.
 	for _, cfg := range cfgs {
-		if _, _, err := store.Get(cfg.Name); err != nil {
+		st, _, err := store.Get(cfg.Name)
+		if err != nil {
+			return err
+		}
+		if err := syncer.CheckIdentity(cfg, st, store.Path()); err != nil {
 			return err
 		}
 	}

@@ -66,6 +66,9 @@ type SourceStatus struct {
 	// copied in its extra pass.
 	RowsNullCursor   int64 `json:"rows_null_cursor"`
 	RowsAheadOfClock int64 `json:"rows_ahead_of_clock"`
+	// IdentityError says why the next run will refuse the stored watermark
+	// (it was computed for other settings), with the resync that resets it.
+	IdentityError string `json:"identity_error,omitempty"`
 }
 
 // Status is the document `syncd status --json` prints.
@@ -100,8 +103,28 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	return PrintStatus(env, st, *asJSON)
+	if err := PrintStatus(env, st, *asJSON); err != nil {
+		return err
+	}
+	return identityProblem(st)
 }
+
+// identityProblem is the first source whose next run will refuse its
+// watermark, as a config error (exit 2).
+func identityProblem(st Status) error {
+	for _, s := range st.Sources {
+		if s.IdentityError != "" {
+			return configProblem(s.IdentityError)
+		}
+	}
+	return nil
+}
+
+// configProblem is a config error whose text is already complete.
+type configProblem string
+
+func (e configProblem) Error() string { return string(e) }
+func (e configProblem) Unwrap() error { return config.ErrInvalid }
 
 // statusFromDaemon asks the daemon that holds the state file for its status.
 func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, asJSON bool, lockErr error) error {
@@ -117,12 +140,10 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(env.Stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+	if err := PrintStatus(env, st, asJSON); err != nil {
+		return err
 	}
-	return PrintStatus(env, st, false)
+	return identityProblem(st)
 }
 
 // daemonStatus reads the status of the daemon holding the state file,
@@ -173,6 +194,9 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			RowsNullCursor:   s.NullCursorRows,
 			RowsAheadOfClock: s.AheadOfClockRows,
 		}))
+		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil {
+			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
+		}
 	}
 	return out, nil
 }

@@ -2,19 +2,24 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
 )
 
 func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "validate")
 	var c common
-	c.register(fs, false)
+	c.register(fs, true)
 	name := fs.String("source", "", "only this source")
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
@@ -26,6 +31,9 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	for _, cfg := range cfgs {
 		warnings, table, err := check(ctx, cfg, true)
 		if err != nil {
+			return err
+		}
+		if err := checkStoredIdentity(cfg, c.state); err != nil {
 			return err
 		}
 		for _, w := range warnings {
@@ -106,4 +114,18 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		}
 	}
 	return warnings, src.Table, nil
+}
+
+// checkStoredIdentity refuses a config whose watermark in the state file
+// (when there is one) was computed for other settings: the next run would
+// refuse it too.
+func checkStoredIdentity(cfg *config.Config, state string) error {
+	st, _, err := watermark.ReadState(state, cfg.Name, 2*time.Second)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return syncer.CheckIdentity(cfg, st, state)
 }

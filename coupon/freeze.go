@@ -21,6 +21,7 @@ type Campaign struct {
 	ID          string
 	Source      string
 	SourceTable string
+	GrantsTable string
 	KeyColumns  []string
 	Where       string
 	AsOf        time.Time
@@ -43,9 +44,9 @@ const (
 
 // Load reads the campaign row; ok is false before the first freeze.
 func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
-	err = g.conn.QueryRow(ctx, `SELECT campaign_id, source, source_table, key_columns, where_sql, as_of, frozen_at,
+	err = g.conn.QueryRow(ctx, `SELECT campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, frozen_at,
   targets, cursor, pages, status FROM `+g.t.campaigns+` WHERE campaign_id = $1`, g.campaign).Scan(
-		&c.ID, &c.Source, &c.SourceTable, &c.KeyColumns, &c.Where, &c.AsOf, &c.FrozenAt, &c.Targets, &c.Cursor, &c.Pages, &c.Status)
+		&c.ID, &c.Source, &c.SourceTable, &c.GrantsTable, &c.KeyColumns, &c.Where, &c.AsOf, &c.FrozenAt, &c.Targets, &c.Cursor, &c.Pages, &c.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Campaign{}, false, nil
 	}
@@ -90,6 +91,11 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 			}
 			return c, g.analyzeIfNever(ctx)
 		}
+		if attempt == 1 {
+			if err := g.checkNotElsewhere(ctx); err != nil {
+				return Campaign{}, err
+			}
+		}
 		var froze bool
 		if same {
 			froze, err = g.freezeSame(ctx, srcTable)
@@ -117,13 +123,64 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 	}
 }
 
-// checkUnchanged refuses a config whose target definition differs from the
-// frozen one: the frozen targets would silently disagree with it.
+// checkUnchanged refuses a config whose campaign identity differs from the
+// frozen one: its targets (source table, key, where) and its grants table.
+// Other frozen targets would silently disagree with the config, and grants
+// written to another table would leave the frozen targets ungranted while
+// the counts of the new, empty tables said "done".
 func (g *Grants) checkUnchanged(c Campaign, srcTable config.Table) error {
-	if c.SourceTable != srcTable.String() || !slices.Equal(c.KeyColumns, g.keyNames()) || c.Where != g.cfg.Source.Where {
-		return g.cfg.Errorf("source.where", "campaign %s was frozen at %s from %s (key %s) where %q, and this config says %s (key %s) where %q; a frozen campaign cannot change: restore the config, or use a new sink.campaign",
-			c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), c.SourceTable, strings.Join(c.KeyColumns, ","), c.Where,
-			srcTable, strings.Join(g.keyNames(), ","), g.cfg.Source.Where)
+	type change struct{ key, was, now string }
+	var changed []change
+	if c.SourceTable != srcTable.String() {
+		changed = append(changed, change{"source.table", c.SourceTable, srcTable.String()})
+	}
+	if !slices.Equal(c.KeyColumns, g.keyNames()) {
+		changed = append(changed, change{"sink.key", strings.Join(c.KeyColumns, ","), strings.Join(g.keyNames(), ",")})
+	}
+	if c.Where != g.cfg.Source.Where {
+		changed = append(changed, change{"source.where", c.Where, g.cfg.Source.Where})
+	}
+	if c.GrantsTable != g.t.grantsName.String() {
+		changed = append(changed, change{"sink.table", c.GrantsTable, g.t.grantsName.String()})
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	var diff []string
+	for _, ch := range changed {
+		diff = append(diff, fmt.Sprintf("%s %q → %q", ch.key, ch.was, ch.now))
+	}
+	return g.cfg.Errorf(changed[0].key, "campaign %s was frozen at %s with other settings (%s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
+		c.ID, c.AsOf.UTC().Format(time.RFC3339Nano), strings.Join(diff, "; "))
+}
+
+// checkNotElsewhere refuses to freeze a campaign whose id is already
+// frozen in another schema's campaigns table of the sink database: its
+// sink.table was moved to another schema, and freezing again would grant
+// every target a second time.
+func (g *Grants) checkNotElsewhere(ctx context.Context) error {
+	rows, err := g.conn.Query(ctx, `
+SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relname = $1 AND c.relkind IN ('r', 'p') AND c.oid IS DISTINCT FROM to_regclass($2)::oid
+  AND has_table_privilege(c.oid, 'SELECT')`, CampaignsTable, g.t.campaigns)
+	if err != nil {
+		return fmt.Errorf("look for campaign %s in other schemas: %w", g.campaign, err)
+	}
+	others, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("look for campaign %s in other schemas: %w", g.campaign, err)
+	}
+	for _, other := range others {
+		var grants string
+		err := g.conn.QueryRow(ctx, "SELECT grants_table FROM "+other+" WHERE campaign_id = $1", g.campaign).Scan(&grants)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("look for campaign %s in %s: %w", g.campaign, other, err)
+		}
+		return g.cfg.Errorf("sink.table", "campaign %s was already frozen with grants table %s (see %s), and this config says %s: a frozen campaign cannot change its grants table, or members would be granted twice; restore sink.table, or start a new campaign with a new sink.campaign id",
+			g.campaign, grants, other, g.t.grantsName)
 	}
 	return nil
 }

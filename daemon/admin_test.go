@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -168,5 +169,32 @@ func TestResyncEndpointOffWithoutToken(t *testing.T) {
 	code, r := postResync(t, d.addr, "anything", daemon.ResyncRequest{Source: "orders", FromStart: true})
 	if code != 403 || !strings.Contains(r.Message, "resync over HTTP is off") {
 		t.Errorf("resync with no token configured: %d %q", code, r.Message)
+	}
+}
+
+// POST /resync with a time past the source's clock (plus the allowance) is
+// a 400 with a JSON message naming the clock, and the watermark stays as it
+// was; a time within the allowance is accepted. (Before: 200 "watermark
+// moved back", and every row written until then was lost.)
+func TestResyncFromTheFutureIsRefused(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 50)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
+	d := startDaemon(t, path, func(o *daemon.Options) { o.AdminToken = token })
+	eventually(t, 20*time.Second, "the first run", func() bool { return d.state(t, "orders").LastStatus == "ok" })
+	before := d.state(t, "orders")
+
+	for _, from := range []string{"2099-01-01T00:00:00Z", time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)} {
+		code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: from})
+		if code != 400 || !strings.Contains(r.Message, "source orders: resync to "+from+" refused") || !strings.Contains(r.Message, "past the source's clock") || r.Applied {
+			t.Fatalf("resync from %s: %d %+v, want 400 naming the source's clock", from, code, r)
+		}
+		if after := d.state(t, "orders"); !slices.Equal(after.Cursor, before.Cursor) || after.From != "" || !after.ResyncedAt.IsZero() {
+			t.Fatalf("the refused resync changed the state: %+v, was %+v", after, before)
+		}
+	}
+	soon := time.Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
+	if code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: soon}); code != 200 || !r.Applied {
+		t.Fatalf("resync within the clock allowance: %d %+v, want 200", code, r)
 	}
 }

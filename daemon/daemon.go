@@ -93,8 +93,9 @@ type Options struct {
 	// `syncd status --json`) for the configs in effect and the progress of
 	// the runs going.
 	Status func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error)
-	// Resync moves a source's watermark back (from zero: to the start).
-	Resync func(name string, from time.Time) error
+	// Resync moves a source's watermark back (from zero: to the start) and
+	// records the source's settings as the watermark's identity.
+	Resync func(c *config.Config, from time.Time) error
 	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
 	// that has a reconcile section (cfg.Reconcile.Repair says whether to
 	// repair); its report's counts feed syncd_reconcile_differences.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/syncd/syncd/syncer"
 )
 
 // ResyncRequest is the body of POST /resync: a source and either From (an
@@ -149,6 +150,10 @@ func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
 	d.mu.Unlock()
 	if !ok {
 		reply(w, http.StatusNotFound, Reply{Message: fmt.Sprintf("source %q is not configured in this daemon", req.Source)})
+		return
+	}
+	if err := syncer.CheckFrom(r.Context(), s.config(), from); err != nil {
+		reply(w, http.StatusBadRequest, Reply{Message: err.Error()})
 		return
 	}
 	applied, err := s.requestResync(from)

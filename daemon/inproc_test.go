@@ -71,7 +71,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 		Status: func(cfgs []*config.Config, _ map[string]syncer.Progress) (any, error) {
 			return cli.BuildStatus(store, cfgs)
 		},
-		Resync:  func(name string, from time.Time) error { return cli.Resync(store, name, from) },
+		Resync:  func(c *config.Config, from time.Time) error { return cli.Resync(store, c, from) },
 		Backoff: retry.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Attempts: 30},
 	}
 	if edit != nil {

@@ -9,6 +9,11 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/syncer"
 )
 
 // Two daemons on one source (separate state files, one sink) under
@@ -25,7 +30,7 @@ func TestTwoProcessesNeverApplyPagesInParallel(t *testing.T) {
 	f.db.Exec(t, `CREATE FUNCTION log_apply() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO apply_log (pid, txid, held) SELECT pg_backend_pid(), txid_current(), EXISTS (
-    SELECT 1 FROM pg_locks l, (SELECT hashtextextended('syncd:orders', 0) AS k) k
+    SELECT 1 FROM pg_locks l, (SELECT hashtextextended('syncd:orders:public.copy', 0) AS k) k
     WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
       AND l.classid::bigint = (k.k >> 32) & 4294967295 AND l.objid::bigint = k.k & 4294967295);
   RETURN NULL;
@@ -85,10 +90,7 @@ func TestRunOnceSkipsWhenAnotherProcessHoldsTheSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pid int
-	if err := holder.QueryRow(ctx, `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(hashtextextended('syncd:orders', 0))) l`).Scan(&pid); err != nil {
-		t.Fatal(err)
-	}
+	pid := holdRunLock(t, holder, path, true)
 	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
 	if code != 0 {
 		t.Fatalf("exit %d, want 0: %s%s", code, out, errOut)
@@ -137,9 +139,7 @@ sink:
 		t.Fatal(err)
 	}
 	defer holder.Release()
-	if _, err := holder.Exec(ctx, `SELECT pg_advisory_lock(hashtextextended('syncd:comeback', 0))`); err != nil {
-		t.Fatal(err)
-	}
+	holdRunLock(t, holder, path, true)
 	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
 	if code != 0 || !strings.Contains(out, "source comeback is being synced by another syncd process (backend pid") {
 		t.Fatalf("run --once on a held campaign: exit %d: %s%s", code, out, errOut)
@@ -156,4 +156,91 @@ sink:
 	if n := f.count(t, "coupon_grants"); n != 50 {
 		t.Fatalf("%d grants, want one for each of the 50 dormant members", n)
 	}
+}
+
+// holdRunLock takes, on conn, the run lock that syncd takes for the source
+// in path, as another process would: with its identity lock when it plays
+// another process of the same source, without it when it plays a different
+// source of the same name. It returns conn's backend pid.
+func holdRunLock(t *testing.T, conn *pgxpool.Conn, path string, same bool) int {
+	t.Helper()
+	cfgs, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := syncer.LockTarget(cfgs[0])
+	identity := runlock.IdentityKey(target)
+	if !same {
+		identity = runlock.Key(target) + "@another source"
+	}
+	var pid int
+	if err := conn.QueryRow(context.Background(), `SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock(hashtextextended($1, 0)), pg_advisory_lock(hashtextextended($2, 0))) l`,
+		runlock.Key(target), identity).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// A session holding the run lock of a source with the same name and sink
+// table but other settings is a name collision between two different
+// sources: run --once exits 1 naming the holder, and writes nothing. (It
+// used to print "skipped" and exit 0, forever.)
+func TestRunOnceFailsOnANameCollision(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 20)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "")
+	state := filepath.Join(t.TempDir(), "state.db")
+	ctx := context.Background()
+	holder, err := f.db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release()
+	pid := holdRunLock(t, holder, path, false)
+	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
+	want := fmt.Sprintf("syncd run: source orders: public.copy is being written by another syncd process (backend pid %d,", pid)
+	if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "give each its own name and sink.table") {
+		t.Fatalf("exit %d, want 1 with %q:\n%s%s", code, want, out, errOut)
+	}
+	if n := f.count(t, "copy"); n != 0 {
+		t.Errorf("a refused run wrote %d rows", n)
+	}
+}
+
+// Two different sources with the same name, copying into different tables
+// of one sink database (two teams, two state files): while the first runs,
+// the second runs too, and both copies end complete. (Both took the lock
+// of the name: the second was "skipped: being synced by another process",
+// exit 0, and its table was never created.)
+func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 40)
+	f.db.Exec(t, `CREATE TABLE src_b (LIKE src INCLUDING ALL)`)
+	f.db.Exec(t, `INSERT INTO src_b SELECT * FROM src WHERE id % 2 = 0`)
+	f.dir = t.TempDir()
+	pathA := f.source(t, "orders.yaml", "orders", "src", "copy_a", "page_size: 10\nwhere: slow(50)")
+	f.dir = t.TempDir()
+	pathB := f.source(t, "orders.yaml", "orders", "src_b", "copy_b", "page_size: 10")
+	dir := t.TempDir()
+	a := start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
+	// a's run takes about 2 s (50 ms a row); b runs while a holds its lock.
+	eventually(t, 10*time.Second, "the first source to hold its run lock", func() bool {
+		var n int
+		_ = f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+		return n > 0
+	})
+	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", pathB, "--state", filepath.Join(dir, "b.db"))
+	if code != 0 || strings.Contains(out, "skipped") {
+		t.Fatalf("second source: exit %d, want 0 and a complete run:\n%s%s", code, out, errOut)
+	}
+	select {
+	case <-a.done:
+		t.Fatalf("the first source ended before the second finished; the test proves nothing:\n%s", a.output())
+	default:
+	}
+	f.requireEqual(t, "src_b", "copy_b")
+	if c := a.wait(t, 30*time.Second); c != 0 {
+		t.Fatalf("first source: exit %d:\n%s", c, a.output())
+	}
+	f.requireEqual(t, "src", "copy_a")
 }

@@ -216,7 +216,7 @@ func (s *source) finish(job, outcome string, err error) {
 	if s.pending != nil {
 		from := *s.pending
 		s.pending = nil
-		if rerr := s.d.o.Resync(s.cfg.Name, from); rerr != nil {
+		if rerr := s.d.o.Resync(s.cfg, from); rerr != nil {
 			s.log.Error("resync requested during the run could not be applied", "err", rerr)
 		} else {
 			s.log.Info("resync requested during the run applied", "from", resyncText(from))
@@ -297,7 +297,7 @@ func (s *source) requestResync(from time.Time) (applied bool, err error) {
 		s.pending = &from
 		return false, nil
 	}
-	if err := s.d.o.Resync(s.cfg.Name, from); err != nil {
+	if err := s.d.o.Resync(s.cfg, from); err != nil {
 		return false, err
 	}
 	return true, nil

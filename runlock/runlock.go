@@ -1,9 +1,15 @@
 // Package runlock makes sure that at most one process syncs a source at a
 // time, whatever state file each one uses: a run holds a PostgreSQL
-// session advisory lock on the sink database, keyed by the source name, from
-// before its first write until its end. A second process (another replica,
-// a manual `run --once`) fails to take it and skips the run, naming the
-// session that holds it. A session lock dies with its connection, so when
+// session advisory lock on the sink database, keyed by the source name and
+// what it writes (the sink table, or a campaign's grants table and id), from
+// before its first write until its end, and a second lock keyed also by the
+// source's identity (the fingerprint of its settings). A second process of
+// the same source (another replica, a manual `run --once`) fails to take it
+// and skips the run, naming the session that holds it; a process of another
+// source with the same name and sink table but other settings gets
+// ErrCollision instead, never a silent skip. Two sources that share only a
+// name write different tables and do not lock each other out. A session
+// lock dies with its connection, so when
 // the lock's connection is lost the run must stop writing: when the lock
 // shares the sink's connection that happens by itself, and a lock on its
 // own connection is checked before every page.
@@ -23,11 +29,31 @@ import (
 // the source's lock.
 var ErrHeld = errors.New("another syncd process is syncing this source")
 
+// ErrCollision is wrapped by the error of Acquire when the lock is held by
+// a source with the same name and sink table but other settings: two
+// different sources, not two processes of one.
+var ErrCollision = errors.New("another source with the same name writes the same table")
+
 // ErrLost is wrapped by the error of Check when the lock's connection is gone.
 var ErrLost = errors.New("lost the source's advisory lock")
 
-// Key is the text hashed into the advisory lock key of source name.
-func Key(name string) string { return "syncd:" + name }
+// Target is what a run lock stands for.
+type Target struct {
+	Source string // the source's name
+	// Writes names what the run writes in the sink database: the sink
+	// table, schema-qualified (and a campaign's id).
+	Writes string
+	// Identity is the fingerprint of the source's settings; two processes
+	// of one source have the same.
+	Identity string
+}
+
+// Key is the text hashed into the advisory lock key of t.
+func Key(t Target) string { return "syncd:" + t.Source + ":" + t.Writes }
+
+// IdentityKey is the text hashed into the key of the second lock, which
+// tells another process of the same source from a different source.
+func IdentityKey(t Target) string { return Key(t) + "@" + t.Identity }
 
 // Holder describes the session that holds a lock.
 type Holder struct {
@@ -59,18 +85,35 @@ func (e *HeldError) Error() string {
 // Unwrap makes a HeldError an ErrHeld.
 func (e *HeldError) Unwrap() error { return ErrHeld }
 
+// CollisionError is returned when the lock is held by a source with the
+// same name and sink table but other settings.
+type CollisionError struct {
+	Target Target
+	Holder Holder
+}
+
+func (e *CollisionError) Error() string {
+	return fmt.Sprintf("source %s: %s is being written by another syncd process (%s) running a source of the same name with other settings (another config file, or an older config); two different sources must not share a name and a sink table: give each its own name and sink.table, or make their configs the same; this run wrote nothing",
+		e.Target.Source, e.Target.Writes, e.Holder)
+}
+
+// Unwrap makes a CollisionError an ErrCollision.
+func (e *CollisionError) Unwrap() error { return ErrCollision }
+
 // Lock is a held source lock.
 type Lock struct {
 	conn   *pgx.Conn
 	own    bool // conn was opened for the lock and is closed by Release
+	target Target
 	source string
 }
 
-// Acquire takes the lock of source name without waiting. With conn set the
-// lock lives on that connection (the sink's own, so that losing one loses
-// both); with conn nil it opens a connection to dsn for it.
-func Acquire(ctx context.Context, conn *pgx.Conn, dsn, name string) (*Lock, error) {
-	l := &Lock{conn: conn, source: name}
+// Acquire takes the lock of t without waiting. With conn set the lock
+// lives on that connection (the sink's own, so that losing one loses both);
+// with conn nil it opens a connection to dsn for it.
+func Acquire(ctx context.Context, conn *pgx.Conn, dsn string, t Target) (*Lock, error) {
+	name := t.Source
+	l := &Lock{conn: conn, target: t, source: name}
 	if conn == nil {
 		c, err := pgutil.Connect(ctx, dsn, "sink")
 		if err != nil {
@@ -78,15 +121,20 @@ func Acquire(ctx context.Context, conn *pgx.Conn, dsn, name string) (*Lock, erro
 		}
 		l.conn, l.own = c, true
 	}
+	// The identity lock is taken only with the main one, so a session
+	// holding the main lock without it is a different source.
 	var ok bool
-	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(name)).Scan(&ok)
-	if err == nil && !ok {
-		h, herr := holder(ctx, l.conn, name)
-		if herr != nil {
-			err = fmt.Errorf("source %s: %w (it could not be identified: %v); this run is skipped", name, ErrHeld, herr)
-		} else {
-			err = &HeldError{Source: name, Holder: h}
+	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(t)).Scan(&ok)
+	if err == nil && ok {
+		err = l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", IdentityKey(t)).Scan(&ok)
+		if err == nil && !ok {
+			// Held without the main lock: a session between its two takes
+			// or releases. Give the main one back and skip this run.
+			_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", Key(t))
 		}
+	}
+	if err == nil && !ok {
+		err = l.heldBy(ctx)
 	} else if err != nil {
 		err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
 	}
@@ -99,32 +147,52 @@ func Acquire(ctx context.Context, conn *pgx.Conn, dsn, name string) (*Lock, erro
 	return l, nil
 }
 
-// holder finds the session holding the lock of name in pg_locks. An
-// advisory lock on a bigint key k shows as classid = k>>32, objid = k&0xffffffff
-// and objsubid = 1.
-func holder(ctx context.Context, conn *pgx.Conn, name string) (Holder, error) {
-	var h Holder
-	var start *time.Time
-	err := conn.QueryRow(ctx, `
-WITH k AS (SELECT hashtextextended($1, 0) AS k)
-SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
-       coalesce(a.client_port, 0), a.backend_start
-FROM k, pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
-WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+// heldBy says who holds the lock:
+// ErrHeld when the holder also holds the identity lock (another process of
+// the same source), ErrCollision otherwise.
+func (l *Lock) heldBy(ctx context.Context) error {
+	t := l.target
+	h, same, err := holder(ctx, l.conn, t)
+	switch {
+	case err != nil:
+		return fmt.Errorf("source %s: %w (it could not be identified: %v); this run is skipped", t.Source, ErrHeld, err)
+	case !same && h.PID != 0:
+		return &CollisionError{Target: t, Holder: h}
+	}
+	return &HeldError{Source: t.Source, Holder: h}
+}
+
+// An advisory lock on a bigint key k shows in pg_locks as classid = k>>32,
+// objid = k&0xffffffff and objsubid = 1.
+const (
+	lockKey   = `(SELECT hashtextextended($1, 0) AS k) k`
+	lockMatch = `l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND l.classid::bigint = (k.k >> 32) & 4294967295
-  AND l.objid::bigint = k.k & 4294967295
-LIMIT 1`, Key(name)).Scan(&h.PID, &h.ApplicationName, &h.ClientAddr, &h.ClientPort, &start)
+  AND l.objid::bigint = k.k & 4294967295`
+)
+
+// holder finds the session holding the lock of t in pg_locks, and whether
+// it also holds the identity lock of t.
+func holder(ctx context.Context, conn *pgx.Conn, t Target) (h Holder, same bool, err error) {
+	var start *time.Time
+	err = conn.QueryRow(ctx, `
+SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
+       coalesce(a.client_port, 0), a.backend_start,
+       EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtextextended($2, 0) AS k) k WHERE l.pid = a.pid AND `+lockMatch+`)
+FROM `+lockKey+`, pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE `+lockMatch+`
+LIMIT 1`, Key(t), IdentityKey(t)).Scan(&h.PID, &h.ApplicationName, &h.ClientAddr, &h.ClientPort, &start, &same)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Holder{}, nil // released meanwhile
+		return Holder{}, true, nil // released meanwhile
 	}
 	if err != nil {
-		return Holder{}, fmt.Errorf("look up the holder of the run lock of %s: %w", name, err)
+		return Holder{}, false, fmt.Errorf("look up the holder of the run lock of %s: %w", t.Source, err)
 	}
 	if start != nil {
 		h.BackendStart = *start
 	}
-	return h, nil
+	return h, same, nil
 }
 
 // Check fails with ErrLost when the lock lives on its own connection and
@@ -145,7 +213,7 @@ func (l *Lock) Check(ctx context.Context) error {
 func (l *Lock) Release(ctx context.Context) error {
 	var err error
 	if !l.conn.IsClosed() {
-		_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", Key(l.source))
+		_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($2, 0))", Key(l.target), IdentityKey(l.target))
 	}
 	if l.own {
 		if cerr := l.conn.Close(ctx); err == nil {

@@ -3,6 +3,7 @@ package runlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -12,13 +13,59 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+var orders = runlock.Target{Source: "orders", Writes: "public.orders_copy", Identity: "f1"}
+
+// Two different sources that share a name: writing different tables they
+// do not lock each other out; writing the same table with other settings,
+// the second gets ErrCollision (not a silent skip) naming the holder.
+func TestSameNameOtherTableOrSettings(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	first, err := runlock.Acquire(ctx, nil, db.URL, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release(ctx)
+	other := orders
+	other.Writes, other.Identity = "public.orders_v2", "f2"
+	l, err := runlock.Acquire(ctx, nil, db.URL, other)
+	if err != nil {
+		t.Fatalf("same name, other sink table: %v, want the lock", err)
+	}
+	l.Release(ctx)
+
+	changed := orders
+	changed.Identity = "f3"
+	_, err = runlock.Acquire(ctx, nil, db.URL, changed)
+	var coll *runlock.CollisionError
+	if !errors.Is(err, runlock.ErrCollision) || errors.Is(err, runlock.ErrHeld) || !errors.As(err, &coll) || coll.Holder.PID == 0 {
+		t.Fatalf("same name and table, other settings: %v, want ErrCollision naming the holder", err)
+	}
+	if !strings.Contains(err.Error(), "source orders: public.orders_copy is being written by another syncd process (backend pid") {
+		t.Fatalf("message: %v", err)
+	}
+	// The refused process holds nothing: once the first releases, it runs.
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	again, err := runlock.Acquire(ctx, nil, db.URL, changed)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	again.Release(ctx)
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d advisory locks left (%v), want 0", n, err)
+	}
+}
+
 // A second Acquire of the same source fails with ErrHeld naming the
 // holding backend; another source is independent; after Release the lock
 // can be taken again.
 func TestAcquireHeldAndRelease(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	first, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	first, err := runlock.Acquire(ctx, nil, db.URL, orders)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,12 +73,12 @@ func TestAcquireHeldAndRelease(t *testing.T) {
 	if err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&holderPID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = runlock.Acquire(ctx, nil, db.URL, "orders")
+	_, err = runlock.Acquire(ctx, nil, db.URL, orders)
 	var held *runlock.HeldError
 	if !errors.Is(err, runlock.ErrHeld) || !errors.As(err, &held) || held.Holder.PID != holderPID || held.Holder.ApplicationName != "syncd" || held.Holder.ClientAddr != "127.0.0.1" {
 		t.Fatalf("second acquire: %v (holder %+v), want ErrHeld naming pid %d", err, held, holderPID)
 	}
-	other, err := runlock.Acquire(ctx, nil, db.URL, "customers")
+	other, err := runlock.Acquire(ctx, nil, db.URL, runlock.Target{Source: "customers", Writes: "public.copy", Identity: "c1"})
 	if err != nil {
 		t.Fatalf("another source's lock: %v", err)
 	}
@@ -41,7 +88,7 @@ func TestAcquireHeldAndRelease(t *testing.T) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	again, err := runlock.Acquire(ctx, nil, db.URL, orders)
 	if err != nil {
 		t.Fatalf("acquire after release: %v", err)
 	}
@@ -55,7 +102,7 @@ func TestAcquireHeldAndRelease(t *testing.T) {
 func TestCheckReportsALostLock(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	l, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	l, err := runlock.Acquire(ctx, nil, db.URL, orders)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +116,7 @@ func TestCheckReportsALostLock(t *testing.T) {
 	if err := l.Check(ctx); !errors.Is(err, runlock.ErrLost) {
 		t.Fatalf("check after the session ended: %v, want ErrLost", err)
 	}
-	l2, err := runlock.Acquire(ctx, nil, db.URL, "orders")
+	l2, err := runlock.Acquire(ctx, nil, db.URL, orders)
 	if err != nil {
 		t.Fatalf("the lost lock is not free: %v", err)
 	}
@@ -86,7 +133,7 @@ func TestLockOnSharedConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	l, err := runlock.Acquire(ctx, conn, "", "orders")
+	l, err := runlock.Acquire(ctx, conn, "", orders)
 	if err != nil {
 		t.Fatal(err)
 	}

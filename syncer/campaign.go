@@ -15,11 +15,17 @@ import (
 func runCampaign(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	// One runner per campaign too. The lock has its own connection here,
 	// checked after every committed page: a lost lock ends the run.
-	lock, err := runlock.Acquire(ctx, nil, o.Config.Sink.DSN, o.Config.Name)
+	lock, err := runlock.Acquire(ctx, nil, o.Config.Sink.DSN, LockTarget(o.Config))
 	if err != nil {
 		return Result{}, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
+	// The state file records the campaign's identity, binding from its
+	// first granted page on (coupon records the campaign then), so that a
+	// sink.table moved to another schema is refused by the next run.
+	if err := adoptIdentity(o.Store, o.Config); err != nil {
+		return Result{}, err
+	}
 	afterCommit := func(n int64) error {
 		if err := lock.Check(ctx); err != nil {
 			return err

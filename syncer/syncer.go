@@ -155,13 +155,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	c := o.Config
-	if c.Sink.Type == config.SinkCouponGrants {
-		return runCampaign(ctx, o, log)
-	}
 	var res Result
 	st, _, err := o.Store.Get(c.Name)
 	if err != nil {
 		return res, err
+	}
+	// A watermark computed for other settings is refused before anything
+	// is read or written.
+	if err := CheckIdentity(c, st, o.Store.Path()); err != nil {
+		return res, err
+	}
+	if c.Sink.Type == config.SinkCouponGrants {
+		return runCampaign(ctx, o, log)
 	}
 	src, err := source.Open(ctx, c)
 	if err != nil {
@@ -189,11 +194,17 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 		return res, err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	lock, err := runlock.Acquire(ctx, sinkConn(dst), c.Sink.DSN, c.Name)
+	lock, err := runlock.Acquire(ctx, sinkConn(dst), c.Sink.DSN, LockTarget(c))
 	if err != nil {
 		return res, err
 	}
 	defer lock.Release(context.WithoutCancel(ctx))
+	if err := checkCopyNotLost(ctx, sinkConn(dst), c, st, o.Store.Path()); err != nil {
+		return res, err
+	}
+	if err := adoptIdentity(o.Store, c); err != nil {
+		return res, err
+	}
 	if u, ok := dst.(sink.SourceSchemaUser); ok {
 		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
 	}

@@ -81,6 +81,19 @@ type State struct {
 	// copied in its extra pass.
 	NullCursorRows   int64 `json:"rows_null_cursor,omitempty"`
 	AheadOfClockRows int64 `json:"rows_ahead_of_clock,omitempty"`
+
+	// Identity names the settings this watermark was computed for (nil in
+	// a state written before syncd recorded it). A run whose config gives
+	// another identity must not resume from this watermark.
+	Identity *Identity `json:"identity,omitempty"`
+}
+
+// Identity is what a watermark belongs to: the normalised settings that
+// give it its meaning (the tables, cursor, filter, key...), readable, and a
+// fingerprint of them.
+type Identity struct {
+	Fingerprint string            `json:"fingerprint"`
+	Settings    map[string]string `json:"settings"`
 }
 
 type record struct {

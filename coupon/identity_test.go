@@ -1,0 +1,77 @@
+package coupon_test
+
+import (
+	"errors"
+	"github.com/syncd/syncd/internal/pgtest"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// A campaign killed midway whose sink.table is then edited (another table
+// in the same schema, or the same table in another schema) is refused with
+// exit 2 naming sink.table and a new sink.campaign: no member is granted a
+// second time, nothing says "reconciled" or "done". The state file catches
+// the change, and without it the frozen campaign row does (same schema) or
+// the campaign found in the other schema's campaigns table does. Restoring
+// the config completes the campaign exactly. (Before: the other table was
+// "reconciled, done" with most targets never granted; the other schema
+// granted every target again.)
+func TestEditedSinkTableIsRefused(t *testing.T) {
+	for _, tc := range []struct{ name, table string }{
+		{"other table", "public.coupon_grants_v2"},
+		{"other schema", "promo.coupon_grants"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db := pgtest.NewDB(t)
+			want := newMembers(t, db)
+			db.Exec(t, "CREATE SCHEMA promo")
+			yaml := configYAML(db, db, 50)
+			cfgPath := writeConfig(t, yaml)
+			statePath := filepath.Join(t.TempDir(), "state.db")
+
+			cmd, out := syncd(t, cfgPath, statePath)
+			deadline := time.Now().Add(30 * time.Second)
+			for count(t, db, "SELECT count(*) FROM public.coupon_grants") < int64(len(want))/3 && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			var ee *exec.ExitError
+			if err := cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+				t.Fatalf("syncd was not killed mid-campaign: %v\n%s", err, out)
+			}
+			before := count(t, db, "SELECT count(*) FROM public.coupon_grants")
+			if before <= 0 || before >= int64(len(want)) {
+				t.Fatalf("killed with %d of %d granted; the test wants a campaign midway", before, len(want))
+			}
+
+			edited := writeConfig(t, strings.Replace(yaml, "table: public.coupon_grants", "table: "+tc.table, 1))
+			for _, state := range []string{statePath, filepath.Join(t.TempDir(), "fresh.db")} {
+				cmd, out = syncd(t, edited, state)
+				err := cmd.Wait()
+				text := out.String()
+				if exitCode(err) != 2 || !strings.Contains(text, "comeback.yaml:") || !strings.Contains(text, "sink.table") ||
+					!strings.Contains(text, "start a new campaign with a new sink.campaign id") ||
+					strings.Contains(text, "campaign reconciled") || strings.Contains(text, "run done") {
+					t.Fatalf("run with sink.table %s (state %s): exit %d, want 2 naming sink.table and a new sink.campaign:\n%s", tc.table, filepath.Base(state), exitCode(err), text)
+				}
+				t.Logf("%s", strings.TrimSpace(text))
+				if n := count(t, db, "SELECT count(*) FROM "+tc.table); n > 0 {
+					t.Fatalf("the refused run granted %d coupons into %s", n, tc.table)
+				}
+				if n := count(t, db, "SELECT count(*) FROM public.coupon_grants"); n != before {
+					t.Fatalf("the refused run changed the grants: %d, was %d", n, before)
+				}
+			}
+
+			cmd, out = syncd(t, cfgPath, statePath)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("run with the config restored: exit %d\n%s", exitCode(err), out)
+			}
+			checkExact(t, db, want)
+		})
+	}
+}
