@@ -380,6 +380,17 @@ func (f *fixture) writer(t *testing.T, table string, next int) (stop func()) {
 func (f *fixture) catchUp(t *testing.T, path, state string) {
 	t.Helper()
 	f.db.Exec(t, `CREATE OR REPLACE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true'`)
+	// A killed process leaves its server sessions running until their
+	// statement ends; an open transaction of one correctly holds the read
+	// bound back (it could still commit rows), so the catch-up run waits
+	// for them to go.
+	eventually(t, 30*time.Second, "the sessions of killed syncd processes to end", func() bool {
+		var n int
+		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
 		t.Fatalf("run --once to catch up: exit %d: %s", code, errOut)
 	}

@@ -114,7 +114,7 @@ func (s *Postgres) Check(ctx context.Context, cols []page.Column) (exists bool, 
 
 // problemsError is every problem of the copy in one config error.
 func (s *Postgres) problemsError(problems []string) error {
-	return s.cfg.Errorf("sink.table", "%s cannot hold every source value exactly: %s; fix the copy, or drop it so syncd creates it with the source's types",
+	return s.cfg.Errorf("sink.table", "%s cannot hold the source's rows exactly: %s; fix the copy, or drop it so syncd creates it with the source's types",
 		s.table, strings.Join(problems, "; "))
 }
 

@@ -45,7 +45,10 @@ CREATE TABLE items (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL,
   parent_id bigint CONSTRAINT items_parent REFERENCES parents (id),
   name text, qty integer CHECK (qty >= 0) CONSTRAINT qty_small CHECK (qty < 100));
 CREATE FUNCTION stamp() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN NEW.name := upper(NEW.name); RETURN NEW; END$$;
-CREATE TRIGGER stamp BEFORE UPDATE ON items FOR EACH ROW EXECUTE FUNCTION stamp()`)
+CREATE TRIGGER stamp BEFORE UPDATE ON items FOR EACH ROW EXECUTE FUNCTION stamp();
+CREATE TABLE audit (at timestamptz DEFAULT now());
+CREATE FUNCTION audit() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN INSERT INTO audit DEFAULT VALUES; RETURN NULL; END$$;
+CREATE TRIGGER audit AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE FUNCTION audit()`)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "items.yaml", tableConfig(src, dst, "items", "id"))
 	state := filepath.Join(dir, "state.db")
@@ -53,11 +56,15 @@ CREATE TRIGGER stamp BEFORE UPDATE ON items FOR EACH ROW EXECUTE FUNCTION stamp(
 	validateLists(t, cfg, cfg+":9: sink.table: ",
 		`foreign key "items_parent" (FOREIGN KEY (parent_id) REFERENCES parents(id)) of the copy rejects rows that arrive before the rows they reference`,
 		`ALTER TABLE "public"."items" DROP CONSTRAINT "items_parent"`,
-		`trigger "stamp" runs before each row syncd inserts or updates and can rewrite or drop it, so the copy differs from the source and reconcile never converges (ALTER TABLE "public"."items" DISABLE TRIGGER "stamp")`,
+		`trigger "stamp" runs before each row syncd inserts, updates or deletes and can rewrite or drop it, so the copy differs from the source and reconcile never converges (ALTER TABLE "public"."items" DISABLE TRIGGER "stamp")`,
 		`check constraint "qty_small" (CHECK ((qty < 100))) of the copy is not in the source, so rows the source accepts are rejected (ALTER TABLE "public"."items" DROP CONSTRAINT "qty_small")`)
 	r := syncd(t, nil, "validate", "--config", cfg)
 	if strings.Contains(r.stderr, "items_qty_check") {
 		t.Errorf("validate reported the check the source has too: %s", r.stderr)
+	}
+	// An AFTER statement trigger (an audit log) leaves the rows as written.
+	if strings.Contains(r.stderr, `trigger "audit"`) {
+		t.Errorf("validate reported an AFTER statement trigger that cannot change the copy's rows: %s", r.stderr)
 	}
 	refused(t, cfg, state, "sink.table", `foreign key "items_parent"`, `trigger "stamp"`, `check constraint "qty_small"`)
 	if n := count(t, dst, "SELECT count(*) FROM items"); n != 0 {

@@ -157,7 +157,7 @@ func TestNarrowCopyColumnsRefused(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "prices.yaml", keyConfig(src, dst, "prices", "prices_copy", "id"))
 	refused(t, cfg, filepath.Join(dir, "state.db"),
-		cfg+":9: sink.table: public.prices_copy cannot hold every source value exactly: ",
+		cfg+":9: sink.table: public.prices_copy cannot hold the source's rows exactly: ",
 		`column "amount" is numeric(12,2) but numeric(12,4) in the source: it rounds to 2 decimal places and the source keeps 4 (ALTER it to numeric(12,4))`,
 		`column "paid_at" is timestamp(0) with time zone but timestamp with time zone in the source: it rounds to 0 fractional digits of a second and the source keeps 6`,
 		`column "label" is character varying(10) but character varying(50) in the source: it holds at most 10 characters and the source up to 50`)
