@@ -76,6 +76,13 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		if w := bound.Warning(cfg.Source.Lookback.Duration); w != "" {
 			warnings = append(warnings, w)
 		}
+		lt, err := src.LocalTimeWarning(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if lt != "" {
+			warnings = append(warnings, lt)
+		}
 		pc, err := src.CheckPlan(ctx)
 		if err != nil {
 			return nil, nil, err

@@ -59,8 +59,26 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 			log.Warn(w)
 		}
 	}
+	warnLocalTime(ctx, src, c, log)
 	logHolders(ctx, b, src.Table.Temporal, c, log)
 	return b, nil
+}
+
+// warnLocalTime logs source.LocalTimeWarning once per process and source.
+func warnLocalTime(ctx context.Context, src *source.Reader, c *config.Config, log *slog.Logger) {
+	key := "localtime\x00" + c.Name + "\x00" + pgutil.Describe(c.Source.DSN)
+	if _, seen := blindWarned.Load(key); seen {
+		return
+	}
+	w, err := src.LocalTimeWarning(ctx)
+	if err != nil {
+		log.Debug("TimeZone of the source's writers unknown", "err", err)
+		return
+	}
+	blindWarned.Store(key, true)
+	if w != "" {
+		log.Warn(w)
+	}
 }
 
 // settledBound takes the bound and, when open writers make it hold at the
