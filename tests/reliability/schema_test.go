@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -263,4 +264,63 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 		}
 	}
 	d.stop(t)
+}
+
+// TestSchemaChangesValidateAndRunOnce: after a column is added to and
+// another dropped from the source, validate names both differences and
+// still says ok; run --once under schema_changes: fail exits 1 naming the
+// change and the key, with the copy untouched; under evolve it adds the
+// column, backfills it into every existing row without re-reading them,
+// and the copy equals the source.
+func TestSchemaChangesValidateAndRunOnce(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	if _, err := db.Pool.Exec(ctx, `
+CREATE TABLE o_src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text NOT NULL, gone integer NOT NULL);
+INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' || i, i FROM generate_series(1, 700) i`); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	base := tableConfig{Name: "o", SourceDSN: db.URL, Table: "public.o_src", Cursor: "[updated_at, id]",
+		SinkDSN: db.URL, SinkTable: "public.o_copy", PageSize: 200}.YAML()
+	cfg := writeFile(t, dir, "o.yaml", base)
+	state := filepath.Join(dir, "state.db")
+	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("first run: %s", r)
+	}
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE o_src ADD COLUMN tier text NOT NULL DEFAULT 'gold', DROP COLUMN gone`); err != nil {
+		t.Fatal(err)
+	}
+	r := syncd(t, nil, "validate", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, `column "tier" (text) of the source is not in the copy public.o_copy: the next run adds it and backfills it`) ||
+		!strings.Contains(r.Stdout, `column "gone" of the copy public.o_copy is not in the source public.o_src (dropped there?)`) {
+		t.Fatalf("validate: %s", r)
+	}
+	failCfg := writeFile(t, dir, "o.yaml", base+"schema_changes: fail\n")
+	for _, cmd := range []string{"validate", "run"} {
+		r = syncd(t, nil, cmd, "--once", "--config", failCfg, "--state", state)
+		if cmd == "validate" {
+			r = syncd(t, nil, cmd, "--config", failCfg)
+		}
+		if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
+			strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+			t.Fatalf("%s under fail: %s", cmd, r)
+		}
+	}
+	if got := copyColumns(t, db.Pool, "o_copy"); len(got) != 4 || got["tier"] != "" {
+		t.Fatalf("schema_changes: fail altered the copy: %v", got)
+	}
+	cfg = writeFile(t, dir, "o.yaml", base)
+	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run under evolve: %s", r)
+	}
+	cols := []string{"id", "updated_at", "name", "tier"}
+	if src, dst := schemaRows(t, db.Pool, "o_src", cols), schemaRows(t, db.Pool, "o_copy", cols); len(src) != 700 || !slices.Equal(src, dst) {
+		t.Fatalf("copy differs from the source on %v: %d source rows, %d copy rows", cols, len(src), len(dst))
+	}
+	for _, s := range status(t, cfg, state).Sources {
+		if s.LastBackfill == nil || s.LastBackfill.Rows != 700 || s.RowsLastRun > 10 || !slices.Equal(s.DroppedColumns, []string{"gone"}) {
+			t.Fatalf("status after the evolve run: backfill %+v, rows last run %d, dropped %v", s.LastBackfill, s.RowsLastRun, s.DroppedColumns)
+		}
+	}
 }
