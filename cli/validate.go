@@ -138,9 +138,9 @@ func checkStoredIdentity(cfg *config.Config, state string) error {
 }
 
 // schemaNotes says how the copy differs from the source's columns (README
-// "Schema changes"): a copy column the source no longer has, and under
-// schema_changes: evolve a column the next run adds or widens, which are
-// left out of the columns returned for dst.Check.
+// "Schema changes"): a copy column the source no longer has, and a column
+// the next run adds (under schema_changes: evolve; refused under fail),
+// which is left out of the columns returned for dst.Check.
 func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres) ([]page.Column, []string, error) {
 	have, err := dst.Columns(ctx)
 	if err != nil || len(have) == 0 {
@@ -151,15 +151,9 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 	names := map[string]bool{}
 	for _, col := range t.Columns {
 		names[col.Name] = true
-		typ, ok := have[col.Name]
-		switch {
-		case !ok:
+		if _, ok := have[col.Name]; !ok {
 			changes = append(changes, fmt.Sprintf("column %q (%s) of the source is not in the copy %s", col.Name, col.Type, cfg.Sink.Table))
 			notes = append(notes, changes[len(changes)-1]+": the next run adds it and backfills it (schema_changes: evolve)")
-			continue
-		case !holds(col.Type, typ) && holds(typ, col.Type):
-			changes = append(changes, fmt.Sprintf("column %q is %s in the copy %s and %s in the source", col.Name, typ, cfg.Sink.Table, col.Type))
-			notes = append(notes, changes[len(changes)-1]+": the next run widens it (schema_changes: evolve)")
 			continue
 		}
 		cols = append(cols, col)
@@ -181,9 +175,4 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 		}
 	}
 	return cols, notes, nil
-}
-
-func holds(src, dst string) bool {
-	ok, _ := sink.Holds(src, dst)
-	return ok
 }
