@@ -69,6 +69,12 @@ type SourceStatus struct {
 	// IdentityError says why the next run will refuse the stored watermark
 	// (it was computed for other settings), with the resync that resets it.
 	IdentityError string `json:"identity_error,omitempty"`
+	// DroppedColumns are the copy's columns the source no longer has (kept,
+	// NULL in rows written since); Backfill is an unfinished column-added
+	// backfill and LastBackfill the last one that finished.
+	DroppedColumns []string            `json:"dropped_columns,omitempty"`
+	Backfill       *watermark.Backfill `json:"backfill,omitempty"`
+	LastBackfill   *watermark.Backfill `json:"last_backfill,omitempty"`
 }
 
 // Status is the document `syncd status --json` prints.
@@ -222,6 +228,7 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 	out.BoundHolderPID = s.BoundHolderPID
 	out.BoundHolderApp = s.BoundHolderApp
 	out.BoundHolderSince = timeText(s.BoundHolderSince)
+	out.DroppedColumns, out.Backfill, out.LastBackfill = s.Dropped, s.Backfill, s.LastBackfill
 	return out
 }
 
@@ -266,6 +273,13 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
 		}
 		printOutside(env, s)
+		if len(s.DroppedColumns) > 0 {
+			fmt.Fprintf(env.Stdout, "%s: column %s dropped from the source; the copy keeps it and rows written since have NULL there\n",
+				s.Name, strings.Join(s.DroppedColumns, ", "))
+		}
+		if b := s.Backfill; b != nil {
+			fmt.Fprintf(env.Stdout, "%s: backfilling added column %s into the copy: %d rows so far; the next run resumes it\n", s.Name, strings.Join(b.Columns, ", "), b.Rows)
+		}
 	}
 	return nil
 }

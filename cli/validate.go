@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
@@ -99,11 +101,16 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		}
 		defer dst.Close(context.WithoutCancel(ctx))
 		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings = append(warnings, notes...)
 		check := dst.Check
 		if plan {
 			check = dst.Validate
 		}
-		exists, err := check(ctx, src.Table.Columns)
+		exists, err := check(ctx, cols)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -135,4 +142,44 @@ func checkStoredIdentity(cfg *config.Config, state string) error {
 		return err
 	}
 	return syncer.CheckIdentity(cfg, st, state)
+}
+
+// schemaNotes says how the copy differs from the source's columns (README
+// "Schema changes"): a copy column the source no longer has, and a column
+// the next run adds (under schema_changes: evolve; refused under fail),
+// which is left out of the columns returned for dst.Check.
+func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres) ([]page.Column, []string, error) {
+	have, err := dst.Columns(ctx)
+	if err != nil || len(have) == 0 {
+		return t.Columns, nil, err
+	}
+	var cols []page.Column
+	var notes, changes []string
+	names := map[string]bool{}
+	for _, col := range t.Columns {
+		names[col.Name] = true
+		if _, ok := have[col.Name]; !ok {
+			changes = append(changes, fmt.Sprintf("column %q (%s) of the source is not in the copy %s", col.Name, col.Type, cfg.Sink.Table))
+			notes = append(notes, changes[len(changes)-1]+": the next run adds it and backfills it (schema_changes: evolve)")
+			continue
+		}
+		cols = append(cols, col)
+	}
+	if len(changes) > 0 && cfg.SchemaChanges == config.SchemaFail {
+		return nil, nil, cfg.Errorf("schema_changes", "source %s: %s; the copy is not changed because schema_changes is fail: change the copy by hand, or set schema_changes: evolve for syncd to follow",
+			cfg.Name, strings.Join(changes, "; "))
+	}
+	if len(cfg.Source.Columns) == 0 {
+		var extra []string
+		for n := range have {
+			if !names[n] {
+				extra = append(extra, fmt.Sprintf("%q", n))
+			}
+		}
+		slices.Sort(extra)
+		for _, n := range extra {
+			notes = append(notes, fmt.Sprintf("column %s of the copy %s is not in the source %s (dropped there?): the copy keeps it and rows written get NULL there", n, cfg.Sink.Table, cfg.Source.Table))
+		}
+	}
+	return cols, notes, nil
 }

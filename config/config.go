@@ -27,6 +27,12 @@ const (
 	BoundOff     = "off"          // no bound: rely on lookback alone
 )
 
+// Schema change policies (schema_changes).
+const (
+	SchemaEvolve = "evolve" // follow safe changes in the copy
+	SchemaFail   = "fail"   // stop the source at any change
+)
+
 // Config is one source file.
 type Config struct {
 	// File is the path the config was read from.
@@ -39,6 +45,9 @@ type Config struct {
 	Source    Source     `yaml:"source"`
 	Sink      Sink       `yaml:"sink"`
 	Reconcile *Reconcile `yaml:"reconcile"`
+	// SchemaChanges says what a run does when the source's columns no
+	// longer match the copy's: SchemaEvolve or SchemaFail.
+	SchemaChanges string `yaml:"schema_changes"`
 }
 
 // Source is the table syncd reads from.

@@ -46,7 +46,7 @@ sink: {dsn: y, table: orders_copy}
 		t.Fatal(err)
 	}
 	if c.Schedule != DefaultSchedule || c.Source.PageSize != DefaultPageSize || c.Source.Lookback.Duration != DefaultLookback ||
-		c.Sink.Type != SinkPostgres || strings.Join(c.Sink.Key, ",") != "order_id" {
+		c.Sink.Type != SinkPostgres || strings.Join(c.Sink.Key, ",") != "order_id" || c.SchemaChanges != SchemaEvolve {
 		t.Fatalf("defaults not applied: %+v", c)
 	}
 	if tb, _ := ParseTable(c.Source.Table); tb.Schema != "public" || tb.Name != "orders" {
@@ -77,6 +77,9 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 			`c.yaml:7: source.columns: cursor column "updated_at" must be listed in columns`},
 		{"unknown sink type", strings.Replace(valid, "type: postgres", "type: mysql", 1), `c.yaml:12: sink.type: "mysql": use postgres or coupon_grants`},
 		{"page size zero", strings.Replace(valid, "page_size: 500", "page_size: 0", 1), `c.yaml:10: source.page_size: must be at least 1`},
+		{"bad schema_changes", strings.Replace(valid, "sink:\n", "schema_changes: ignore\nsink:\n", 1), `c.yaml:11: schema_changes: "ignore": use evolve or fail`},
+		{"schema_changes under source", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  schema_changes: fail", 1),
+			`c.yaml:11: source.schema_changes: unknown key`},
 		{"duplicate key", strings.Replace(valid, "name: customers\n", "name: customers\nname: again\n", 1), `c.yaml:2: name: key given twice`},
 	}
 	for _, tc := range cases {

@@ -46,6 +46,13 @@ func (c *Config) finish() error {
 			return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", c.Reconcile.Schedule, err)
 		}
 	}
+	switch c.SchemaChanges {
+	case "":
+		c.SchemaChanges = SchemaEvolve
+	case SchemaEvolve, SchemaFail:
+	default:
+		return c.Errorf("schema_changes", "%q: use %s or %s", c.SchemaChanges, SchemaEvolve, SchemaFail)
+	}
 	if err := c.finishSource(); err != nil {
 		return err
 	}

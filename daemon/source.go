@@ -250,6 +250,9 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		})
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
 		s.d.m.CaughtUp(name, res.CaughtUp)
+		for _, ch := range res.SchemaChanges {
+			s.d.m.SchemaChange(name, ch)
+		}
 		if c := res.Campaign; c != nil {
 			s.d.m.Campaign(name, c.Targets, c.Granted, c.Missing, c.Extra)
 		}

@@ -18,6 +18,8 @@ type extra struct {
 	reconcileUncov    *prometheus.GaugeVec
 
 	campaign *prometheus.GaugeVec
+
+	schemaChanges *prometheus.CounterVec
 }
 
 func newExtra(reg prometheus.Registerer) *extra {
@@ -51,14 +53,18 @@ func newExtra(reg prometheus.Registerer) *extra {
 			Name: "syncd_campaign_grants",
 			Help: "A coupon campaign's counts after its last run, by state: targets, granted, missing (targets without a grant) and extra (grants that are not targets).",
 		}, []string{"source", "state"}),
+		schemaChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "syncd_schema_changes_total",
+			Help: "Source schema changes runs found, by change: column_added, column_dropped, type_widened (followed under schema_changes: evolve), type_changed, column_renamed, key_changed (refused); a refused change counts on every run it stops.",
+		}, []string{"source", "change"}),
 	}
-	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign)
+	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign, e.schemaChanges)
 	return e
 }
 
 func (e *extra) remove(l prometheus.Labels) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign,
+		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign, e.schemaChanges,
 	} {
 		v.DeletePartialMatch(l)
 	}
@@ -92,4 +98,9 @@ func (m *Metrics) Campaign(name string, targets, granted, missing, extra int64) 
 	for state, n := range map[string]int64{"targets": targets, "granted": granted, "missing": missing, "extra": extra} {
 		m.extra.campaign.WithLabelValues(name, state).Set(float64(n))
 	}
+}
+
+// SchemaChange counts one source schema change a run found.
+func (m *Metrics) SchemaChange(name, change string) {
+	m.schemaChanges.WithLabelValues(name, change).Inc()
 }

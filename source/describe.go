@@ -17,6 +17,7 @@ import (
 type Table struct {
 	Ident   config.Table
 	Columns []page.Column // the selected columns, in order
+	Nums    []int16       // their attnums, which a rename keeps
 	Cursor  []page.Column
 	// CursorIdx are the positions of the cursor columns in Columns.
 	CursorIdx []int
@@ -99,6 +100,7 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 			return nil, c.Errorf("source.columns", "column %q does not exist in %s", n, ident)
 		}
 		t.Columns = append(t.Columns, col.Column)
+		t.Nums = append(t.Nums, col.Num)
 	}
 	for _, n := range c.Source.Cursor {
 		col, ok := byName[n]

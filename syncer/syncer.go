@@ -91,6 +91,9 @@ type Result struct {
 	OutsideWritten   int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
+	// SchemaChanges lists the kinds of the source schema changes the run
+	// found before reading (followed, or refused when err says so).
+	SchemaChanges []string
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -207,6 +210,9 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 	}
 	if u, ok := dst.(sink.SourceSchemaUser); ok {
 		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
+	}
+	if res.SchemaChanges, err = followSchema(ctx, o, src, dst, log); err != nil {
+		return res, err
 	}
 	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
 		return res, err

@@ -86,6 +86,41 @@ type State struct {
 	// a state written before syncd recorded it). A run whose config gives
 	// another identity must not resume from this watermark.
 	Identity *Identity `json:"identity,omitempty"`
+	// Schema is the source's column list as the last run saw it (nil: not
+	// recorded yet); a run compares the catalog with it to tell a renamed
+	// column (same attnum) from an added one, and to say a drop once.
+	Schema *Schema `json:"schema,omitempty"`
+	// Backfill, while set, is a column-added backfill that has not finished:
+	// the next run resumes it before it reads new rows.
+	Backfill *Backfill `json:"backfill,omitempty"`
+	// LastBackfill is the last backfill that finished.
+	LastBackfill *Backfill `json:"last_backfill,omitempty"`
+	// Dropped lists the copy's columns that the source no longer has: the
+	// copy keeps them, and rows written since get NULL there.
+	Dropped []string `json:"dropped,omitempty"`
+}
+
+// Schema is a source table's selected columns and primary key.
+type Schema struct {
+	Columns    []SchemaColumn `json:"columns"`
+	PrimaryKey []string       `json:"primary_key,omitempty"`
+}
+
+// SchemaColumn is one source column: its name, its format_type and its
+// attnum, which a rename keeps.
+type SchemaColumn struct {
+	Name string `json:"name"`
+	Type string `json:"type"`
+	Num  int16  `json:"num"`
+}
+
+// Backfill is the progress of copying added columns' values into the rows
+// the copy already holds, page by page in key order.
+type Backfill struct {
+	Columns []string `json:"columns"`
+	// After is the text of the key of the last row backfilled (nil: none yet).
+	After []string `json:"after,omitempty"`
+	Rows  int64    `json:"rows"` // rows read so far
 }
 
 // Identity is what a watermark belongs to: the normalised settings that

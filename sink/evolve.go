@@ -1,0 +1,87 @@
+package sink
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// This file changes the copy when the source's schema changes (see
+// syncer/schema.go for what is followed and what is refused).
+
+// Holds reports whether a copy column of type dst stores every value of a
+// source column of type src exactly, and if not, why.
+func Holds(src, dst string) (bool, string) { return holds(src, dst) }
+
+// Columns maps each column of the copy to its format_type; it is empty
+// when the copy does not exist yet.
+func (s *Postgres) Columns(ctx context.Context) (map[string]string, error) {
+	return s.columns(ctx)
+}
+
+// Qualified is the copy's quoted, schema-qualified name.
+func (s *Postgres) Qualified() string { return s.qualified() }
+
+// Alter runs one ALTER TABLE on the copy with the given clauses ("ADD
+// COLUMN ...", "ALTER COLUMN ... TYPE ..."), all or none, and returns the
+// statement it ran.
+func (s *Postgres) Alter(ctx context.Context, clauses []string) (string, error) {
+	q := "ALTER TABLE " + s.qualified() + " " + strings.Join(clauses, ", ")
+	if _, err := s.conn.Exec(ctx, q); err != nil {
+		return q, fmt.Errorf("change the copy %s (%s): %w", s.table, q, err)
+	}
+	s.stageReady = false // the staging table is shaped like the copy
+	return q, nil
+}
+
+// Backfill writes the values of cols into the copy's rows with the same
+// key, from rows of text (the key columns' text first, then cols'),
+// changing only rows whose values differ; types are the copy's types of
+// key and then cols. It commits before it returns and reports the rows
+// it changed.
+func (s *Postgres) Backfill(ctx context.Context, key, cols, types []string, rows [][]*string) (int64, error) {
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	n := len(key) + len(cols)
+	arrays := make([]any, n)
+	alias := make([]string, n)
+	unnest := make([]string, n)
+	for i := range n {
+		col := make([]*string, len(rows))
+		for j, r := range rows {
+			col[j] = r[i]
+		}
+		arrays[i] = col
+		alias[i] = fmt.Sprintf("c%d", i)
+		unnest[i] = fmt.Sprintf("$%d::text[]", i+1)
+	}
+	val := func(i int) string { return "v." + alias[i] + "::" + types[i] }
+	var sets, keys, olds, news []string
+	for i, k := range key {
+		keys = append(keys, "t."+pgutil.Ident(k)+" = "+val(i))
+	}
+	for i, c := range cols {
+		j := len(key) + i
+		sets = append(sets, pgutil.Ident(c)+" = "+val(j))
+		olds = append(olds, "t."+pgutil.Ident(c)+"::text")
+		news = append(news, val(j)+"::text")
+	}
+	q := "UPDATE " + s.qualified() + " AS t SET " + strings.Join(sets, ", ") +
+		" FROM unnest(" + strings.Join(unnest, ", ") + ") AS v(" + strings.Join(alias, ", ") + ")" +
+		" WHERE " + strings.Join(keys, " AND ") +
+		" AND (" + strings.Join(olds, ", ") + ") IS DISTINCT FROM (" + strings.Join(news, ", ") + ")"
+	var changed int64
+	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, q, arrays...)
+		changed = tag.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("backfill %s into the copy %s: %w", strings.Join(cols, ", "), s.table, err)
+	}
+	return changed, nil
+}
