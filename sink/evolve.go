@@ -30,8 +30,31 @@ func (s *Postgres) Qualified() string { return s.qualified() }
 // statement it ran.
 func (s *Postgres) Alter(ctx context.Context, clauses []string) (string, error) {
 	q := "ALTER TABLE " + s.qualified() + " " + strings.Join(clauses, ", ")
-	if _, err := s.conn.Exec(ctx, q); err != nil {
-		return q, fmt.Errorf("change the copy %s (%s): %w", s.table, q, err)
+	// A column added or retyped may use a type the sink lacks, or an enum
+	// label it has not seen yet: create them first, as the copy's creation
+	// does (labels each on its own, types with the ALTER).
+	plan, err := planTypes(ctx, s.conn, s.srcTypes, false)
+	if err != nil {
+		return q, err
+	}
+	if len(plan.problems) > 0 {
+		return q, s.cfg.Errorf("sink.table", "cannot change the copy %s (source %s): %s", s.table, s.cfg.Name, strings.Join(plan.problems, "; "))
+	}
+	for _, l := range plan.labels {
+		if _, err := s.conn.Exec(ctx, l); err != nil {
+			return q, fmt.Errorf("change the copy %s (%s): %w", s.table, l, err)
+		}
+	}
+	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		for _, c := range append(plan.creates, q) {
+			if _, err := tx.Exec(ctx, c); err != nil {
+				return fmt.Errorf("change the copy %s (%s): %w", s.table, c, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return q, err
 	}
 	s.stageReady = false // the staging table is shaped like the copy
 	return q, nil
