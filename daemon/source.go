@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/metrics"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/runlock"
+	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -248,6 +249,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress,
 		})
+		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
 		s.d.m.CaughtUp(name, res.CaughtUp)
 		if c := res.Campaign; c != nil {
