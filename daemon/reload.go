@@ -54,7 +54,7 @@ func (d *daemon) reload() {
 				}
 			}
 			if len(prev) > 0 {
-				d.log.Error("config file not reloaded: its sources keep their previous config; fix the file and reload again",
+				d.log.Error("config file not reloaded: its source keeps its previous config; fix the file and reload again",
 					"file", f, "source", strings.Join(names, ","), "err", err)
 			} else {
 				d.log.Error("new config file not loaded; fix it and reload again", "file", f, "err", err)
