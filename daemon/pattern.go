@@ -167,12 +167,8 @@ func (d *daemon) apply(p *pattern, next map[string]*config.Config) {
 			added = append(added, n)
 			p.members[n] = true
 			d.add(c)
-		case !sameConfig(s.config(), c):
+		case s.update(c):
 			changed = append(changed, n)
-			s.mu.Lock()
-			s.cfg = c
-			s.mu.Unlock()
-			s.schedule(c)
 		}
 	}
 	if len(added)+len(changed)+len(removed) == 0 {

@@ -127,12 +127,8 @@ func (d *daemon) reload() {
 		case !ok:
 			added = append(added, name)
 			d.add(c)
-		case !sameConfig(s.config(), c):
+		case s.update(c):
 			changed = append(changed, name)
-			s.mu.Lock()
-			s.cfg = c
-			s.mu.Unlock()
-			s.schedule(c)
 		}
 	}
 	sort.Strings(added)

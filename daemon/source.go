@@ -76,6 +76,19 @@ func (s *source) failure() string {
 	return s.lastErr
 }
 
+// update gives the source config c from its next run, when c says
+// something else than the config in effect; it reports whether it did.
+func (s *source) update(c *config.Config) bool {
+	if sameConfig(s.config(), c) {
+		return false
+	}
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
+	s.schedule(c)
+	return true
+}
+
 // schedule (re)places the source's cron entries for c.
 func (s *source) schedule(c *config.Config) {
 	s.mu.Lock()
