@@ -66,8 +66,28 @@ func LoadWith(path string, o Options) ([]*Config, error) {
 			out = append(out, c)
 		}
 	}
+	if err := checkMemberNames(out); err != nil {
+		return nil, err
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// checkMemberNames refuses a source named like a table of a pattern source
+// (shop.orders beside the pattern source shop): both would keep their
+// watermark under that name.
+func checkMemberNames(cfgs []*Config) error {
+	for _, p := range cfgs {
+		if !p.IsPattern() {
+			continue
+		}
+		for _, c := range cfgs {
+			if c != p && strings.HasPrefix(c.Name, p.Name+".") {
+				return c.Errorf("name", "%q is in the names of pattern source %s (%s:%d), which names each table it syncs %s.TABLE; rename this source", c.Name, p.Name, p.File, p.Lines["name"], p.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // LoadFile reads and validates a file that holds one source.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -109,5 +111,18 @@ func TestNoSecrets(t *testing.T) {
 	other := strings.Replace(valid, "tenant_id = 7", "${SYNCD_TEST_NEVER_SET}", 1)
 	if _, err := ParseAll("c.yaml", []byte(other), Options{NoSecrets: true}); err == nil {
 		t.Fatal("NoSecrets skipped the expansion of a key other than a DSN")
+	}
+}
+
+// A source may not take the name a pattern source gives one of its tables.
+func TestPatternMemberNameTaken(t *testing.T) {
+	dir := t.TempDir()
+	clash := strings.Replace(valid, "name: customers", "name: shop.orders", 1)
+	if err := os.WriteFile(filepath.Join(dir, "a.yaml"), []byte(patternYAML+"---\n"+clash), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(dir)
+	if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), `a.yaml:11: name: "shop.orders" is in the names of pattern source shop`) {
+		t.Fatalf("got %v", err)
 	}
 }
