@@ -135,6 +135,7 @@ type daemon struct {
 	pmu      sync.Mutex          // guards patterns and files
 	emu      sync.Mutex          // one pattern match applied at a time
 	patterns map[string]*pattern // pattern sources by name
+	pm       *patternMetrics
 	files    map[string][]*config.Config
 }
 
@@ -165,6 +166,7 @@ func Run(ctx context.Context, o Options) error {
 		stop:     make(chan struct{}),
 		sources:  map[string]*source{},
 		patterns: map[string]*pattern{},
+		pm:       newPatternMetrics(reg),
 		files:    map[string][]*config.Config{},
 	}
 

@@ -6,9 +6,33 @@ import (
 	"sort"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/robfig/cron/v3"
 	"github.com/syncd/syncd/config"
 )
+
+// patternMetrics are the series of pattern sources, labelled by the
+// pattern source's name (each table's runs have their own series under
+// its own NAME.TABLE).
+type patternMetrics struct {
+	tables *prometheus.GaugeVec // by state: synced, skipped
+	failed *prometheus.GaugeVec
+}
+
+func newPatternMetrics(reg prometheus.Registerer) *patternMetrics {
+	m := &patternMetrics{
+		tables: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_pattern_tables",
+			Help: "Tables a pattern source matched at its last match, by state: synced (each runs as source NAME.TABLE) or skipped (cannot be synced; the log says why).",
+		}, []string{"source", "state"}),
+		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_pattern_match_failed",
+			Help: "1 when the last match of a pattern source against its catalog failed (its tables keep running as they were), else 0.",
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.tables, m.failed)
+	return m
+}
 
 // expandTimeout bounds one match of a pattern against its catalog.
 const expandTimeout = time.Minute
@@ -71,6 +95,8 @@ func (d *daemon) removePattern(name string) {
 	}
 	d.cron.Remove(p.entry)
 	d.apply(p, nil)
+	d.pm.tables.DeletePartialMatch(prometheus.Labels{"source": name})
+	d.pm.failed.DeletePartialMatch(prometheus.Labels{"source": name})
 }
 
 // replacePattern gives a pattern source a changed config and matches it again.
@@ -103,9 +129,11 @@ func (d *daemon) expand(name string) {
 	members, skipped, err := d.o.Expand(ctx, cfg)
 	cancel()
 	if err != nil {
+		d.pm.failed.WithLabelValues(name).Set(1)
 		p.log.Error("pattern source not matched against its catalog; its tables keep running as they were, and the next tick tries again", "table", cfg.Source.Table, "err", err)
 		return
 	}
+	d.pm.failed.WithLabelValues(name).Set(0)
 	d.pmu.Lock()
 	current := d.patterns[name] == p && p.cfg == cfg
 	d.pmu.Unlock()
@@ -136,6 +164,8 @@ func (d *daemon) expand(name string) {
 		}
 	}
 	p.skipped = reasons
+	d.pm.tables.WithLabelValues(name, "synced").Set(float64(len(next)))
+	d.pm.tables.WithLabelValues(name, "skipped").Set(float64(len(reasons)))
 	d.apply(p, next)
 }
 

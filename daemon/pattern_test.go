@@ -19,10 +19,12 @@ func TestReloadDocumentsAndPatterns(t *testing.T) {
 	for _, s := range []string{"a_src", "p_one", "p_two"} {
 		f.table(t, s, 100)
 	}
+	f.db.Exec(t, `CREATE TABLE p_nocursor (id bigint PRIMARY KEY)`)
 	every := "^schedule: \"@every 1s\""
 	path := f.source(t, "all.yaml", "a", "a_src", "a_copy", every)
 	first := readFile(t, path)
-	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", "")
+	addr := freeAddr(t)
+	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr)
 	eventually(t, 20*time.Second, "a synced", func() bool { return f.diff(t, "a_src", "a_copy") == 0 })
 
 	pattern := func(extra string) string {
@@ -45,6 +47,17 @@ sink:
 	})
 	if !regexp.MustCompile(`"msg":"config reloaded","added":\["p"\],"changed":null,"removed":null`).MatchString(p.output()) {
 		t.Errorf("the reload did not add the second document's source p:\n%s", p.output())
+	}
+	// The table without the cursor column is skipped: said once in the log,
+	// counted in the metrics.
+	m := scrape(t, addr)
+	if m[`syncd_pattern_tables{source="p",state="synced"}`] != 2 || m[`syncd_pattern_tables{source="p",state="skipped"}`] != 1 ||
+		m[`syncd_pattern_match_failed{source="p"}`] != 0 {
+		t.Errorf("pattern metrics: synced %v, skipped %v, failed %v; want 2, 1, 0", m[`syncd_pattern_tables{source="p",state="synced"}`],
+			m[`syncd_pattern_tables{source="p",state="skipped"}`], m[`syncd_pattern_match_failed{source="p"}`])
+	}
+	if !strings.Contains(p.output(), `"table_source":"p.p_nocursor","reason":"source p.p_nocursor (table public.p_nocursor) skipped: source.cursor: column \"updated_at\" does not exist in public.p_nocursor"`) {
+		t.Errorf("no log line names the skipped table and why:\n%s", p.output())
 	}
 
 	writeFile(t, path, first+"---\n"+pattern(`  exclude: [p_two]`))
