@@ -52,6 +52,24 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+psql_q -d "$DB" <<'SQL'
+CREATE TABLE public.orders (
+  id         bigint PRIMARY KEY,
+  updated_at timestamptz NOT NULL,
+  customer   text NOT NULL,
+  amount     numeric(12,2) NOT NULL,
+  tags       text[],
+  details    jsonb
+);
+INSERT INTO public.orders
+SELECT g,
+       CASE WHEN g % 5 < 2 THEN timestamptz '2026-11-01 00:00:00+00'
+            ELSE timestamptz '2026-11-01 00:00:00+00' + g * interval '1 millisecond' END,
+       'customer ' || (g % 977), (g % 10000) / 100.0, ARRAY['t' || (g % 7)], jsonb_build_object('n', g)
+FROM generate_series(1, 100000) g;
+CREATE INDEX orders_cursor ON public.orders (updated_at, id);
+ANALYZE public.orders;
+SQL
 
 echo "== syncd validate"
 $BIN validate --config configs/demo.yaml

@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"errors"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -214,7 +215,12 @@ func TestDemoLeavesForeignDatabaseAlone(t *testing.T) {
 	db.Exec(t, `CREATE TABLE precious (id int)`)
 	db.Exec(t, `INSERT INTO precious VALUES (1), (2), (3)`)
 	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "demo.sh"))
-	cmd.Env = append(os.Environ(), "DEMO_DB="+db.Name, "BIN="+binary)
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo talks to the server the test database is on.
+	cmd.Env = append(os.Environ(), "DEMO_DB="+db.Name, "BIN="+binary, "PGHOST="+u.Hostname(), "PGPORT="+u.Port(), "PGUSER="+u.User.Username())
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "was not created by the demo") {
