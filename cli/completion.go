@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -10,7 +11,7 @@ import (
 func cmdCompletion(_ context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "completion")
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(env.Stdout, help(fs))
 			return err
 		}

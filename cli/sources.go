@@ -61,6 +61,10 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 		if err != nil {
 			return nil, nil, fmt.Errorf("source %s: %w", c.Name, err)
 		}
+		if len(members)+len(skip) == 0 {
+			// Like a table that does not exist: most likely a mistake.
+			return nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
+		}
 		if name == "" || name == c.Name {
 			out = append(out, members...)
 			skipped = append(skipped, skip...)

@@ -46,6 +46,7 @@ type pattern struct {
 	entry   cron.EntryID
 	members map[string]bool   // names of the sources it made
 	skipped map[string]string // table source name -> reason last logged
+	empty   bool              // the last match found no table (logged once)
 	log     *slog.Logger
 }
 
@@ -163,6 +164,10 @@ func (d *daemon) expand(name string) {
 			p.log.Error("a table matched by the pattern cannot be synced and is skipped; fix it or add it to source.exclude", "table_source", n, "reason", r)
 		}
 	}
+	if empty := len(members)+len(skipped) == 0; empty && !p.empty {
+		p.log.Warn("pattern source matches no table; check source.table and source.exclude (new tables are picked up at the next tick)", "table", cfg.Source.Table)
+	}
+	p.empty = len(members)+len(skipped) == 0
 	p.skipped = reasons
 	d.pm.tables.WithLabelValues(name, "synced").Set(float64(len(next)))
 	d.pm.tables.WithLabelValues(name, "skipped").Set(float64(len(reasons)))

@@ -141,6 +141,17 @@ func TestPatternSourceRunOnce(t *testing.T) {
 		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
+	// A pattern that matches no table is a config mistake, like a table
+	// that does not exist: exit 2, nothing written.
+	none := writeConfig(t, dir, "none.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), "table: public.*\n", "table: public.zzz_*\n", 1))
+	r = syncd(t, env, "run", "--once", "--config", none, "--state", filepath.Join(dir, "none.db"))
+	if r.code != 2 || !strings.Contains(r.stderr, "none.yaml:5: source.table: pattern public.zzz_* matches no table") {
+		t.Fatalf("a pattern matching nothing: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); !os.IsNotExist(err) {
+		t.Fatal("a run whose pattern matches nothing created its state file")
+	}
+
 	// Excluding the tables that cannot be synced makes the run fully ok.
 	cfg = writeConfig(t, dir, "shop.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), `["*_old"]`, `["*_old", events, public.customers, nokey]`, 1))
 	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
