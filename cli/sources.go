@@ -120,7 +120,8 @@ func openStateReadOnly(path string) (*watermark.Store, error) {
 }
 
 // storedMembers replaces each pattern source by the tables of it that have
-// a state in the store, without asking the source database.
+// a state in the store, without asking the source database (or, when none
+// has run yet, keeps the pattern source for one "never run" line).
 func storedMembers(store *watermark.Store, cfgs []*config.Config) ([]*config.Config, error) {
 	var names []string
 	var out []*config.Config
@@ -137,12 +138,16 @@ func storedMembers(store *watermark.Store, cfgs []*config.Config) ([]*config.Con
 			sort.Strings(names)
 		}
 		p, _ := config.ParseTable(c.Source.Table)
+		before := len(out)
 		for _, n := range names {
 			table, ok := strings.CutPrefix(n, c.Name+".")
 			if !ok || !c.Match(config.Table{Schema: p.Schema, Name: table}) {
 				continue
 			}
 			out = append(out, c.Named(config.Table{Schema: p.Schema, Name: table}))
+		}
+		if len(out) == before {
+			out = append(out, c) // no table has run yet: one "never run" line
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
