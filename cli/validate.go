@@ -41,7 +41,10 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 			continue
 		}
 		if err != nil {
-			return err
+			if errors.Is(err, config.ErrInvalid) {
+				return err
+			}
+			return fmt.Errorf("source %s: %w", cfg.Name, source.Explain(cfg, err))
 		}
 		if err := checkStoredIdentity(cfg, c.state); err != nil {
 			return err

@@ -230,3 +230,15 @@ func TestDemoLeavesForeignDatabaseAlone(t *testing.T) {
 		t.Fatalf("the foreign database lost rows: %d, want 3", n)
 	}
 }
+
+// validate names the source and the key of a where clause PostgreSQL refuses.
+func TestValidateNamesWhereKey(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  where: \"id >\""))
+	r := syncd(t, nil, "validate", "--config", cfg)
+	want := "syncd validate: source orders: " + filepath.Join(dir, "orders.yaml") + ":8: source.where: "
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "syntax error") {
+		t.Fatalf("validate with a bad where: exit %d, stderr %q, want it to start with %q", r.code, r.stderr, want)
+	}
+}
