@@ -27,12 +27,14 @@ of it (NAME.TABLE).
 
 Moves a source's watermark back: the next run re-reads every row whose first
 cursor column is at or after --from, or the whole source with --from-start.
-When a daemon holds the state file, the request goes through its admin API.
+When a daemon holds the state file, the request goes to that daemon, through
+its admin socket STATE.sock (or over TCP with --listen).
 `,
 	"status": `Usage: syncd status --config PATH [flags]
 
 Prints each source's watermark, last run, rows, lag and read bound from the
-state file, or from the daemon that holds it. It reads no database and needs
+state file, or from the daemon that holds it (its admin socket STATE.sock,
+or TCP with --listen). It reads no database and needs
 no DSN variable, and never creates or changes the state file: a missing state
 file is an error (exit 2) that names the path.
 `,
