@@ -32,11 +32,11 @@ its admin socket STATE.sock (or over TCP with --listen).
 `,
 	"status": `Usage: syncd status --config PATH [flags]
 
-Prints each source's watermark, last run, rows, lag and read bound from the
-state file, or from the daemon that holds it (its admin socket STATE.sock,
-or TCP with --listen). It reads no database and needs
-no DSN variable, and never creates or changes the state file: a missing state
-file is an error (exit 2) that names the path.
+Prints each source's watermark, last run (or progress), freshness, rows and
+read bound, from the state file or from the daemon that holds it (through
+its admin socket STATE.sock, or over TCP with --listen). It reads no
+database and needs no DSN variable. It never creates or changes the state
+file: a missing one is an error (exit 2) that names the path.
 `,
 	"validate": `Usage: syncd validate --config PATH [flags]
 
