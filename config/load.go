@@ -339,3 +339,7 @@ func yamlErrText(err error) string {
 	s := strings.TrimPrefix(err.Error(), "yaml: ")
 	return yamlLine.ReplaceAllString(s, "")
 }
+
+// SecretsLoaded reports whether the DSNs were loaded (not Options.NoSecrets):
+// only then do they say which databases the source and the sink are.
+func (c *Config) SecretsLoaded() bool { return !c.noSecrets }
