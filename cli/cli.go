@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -55,26 +54,27 @@ type Env struct {
 	// Logger is built by Run from --log-level and the terminal.
 	Logger *slog.Logger
 	scrub  *scrubber
+	// flags, when set, receives each command's flag set (help and
+	// completion read a command's flags this way).
+	flags **flag.FlagSet
 }
 
 const usage = `syncd keeps a copy of PostgreSQL tables in sync by an (updated_at, id) cursor.
 
 Usage:
-  syncd run       --config PATH [--state FILE] [--once] [--source NAME]
-                  without --once: [--listen ADDR] [--shutdown-timeout 30s] [--admin-token-file FILE]
-  syncd resync    --config PATH [--state FILE] --source NAME (--from RFC3339 | --from-start) [--listen ADDR]
-  syncd status    --config PATH [--state FILE] [--json] [--listen ADDR]
-  syncd validate  --config PATH [--state FILE]
-  syncd reconcile --config PATH [--state FILE] --source NAME [--repair] [--json]
-  syncd version
+  syncd run        sync every source: as a daemon, or once with --once
+  syncd resync     move a source's watermark back
+  syncd status     print each source's watermark and last run
+  syncd validate   check the configs against the databases
+  syncd reconcile  compare the copy with the source value by value
+  syncd version    print the version
+  syncd completion print a shell completion script (bash, zsh or fish)
+  syncd help CMD   print a command's help (also: syncd CMD --help)
 
 --config takes one source file or a folder of *.yaml files. --state defaults
-to $SYNCD_STATE, else ./syncd.db. Without --once, run is a daemon that runs
-each source on its schedule until SIGTERM/SIGINT (SIGHUP reloads the configs)
-and serves /healthz /readyz /metrics /status on --listen (default
-127.0.0.1:7391). When the daemon holds the state file, status and resync
-go through its admin socket STATE.sock, or over TCP with --listen ADDR
-(resync then sends the admin token, $SYNCD_ADMIN_TOKEN or
+to $SYNCD_STATE, else ./syncd.db. When the daemon holds the state file,
+status and resync go through its admin socket STATE.sock, or over TCP with
+--listen ADDR (resync then sends the admin token, $SYNCD_ADMIN_TOKEN or
 --admin-token-file, once the daemon has proved it holds the state file).
 Exit codes: 0 ok, 1 failure or differences found, 2 usage or config error.
 `
@@ -85,12 +85,13 @@ var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"run":       cmdRun,
-		"resync":    cmdResync,
-		"status":    cmdStatus,
-		"validate":  cmdValidate,
-		"reconcile": cmdReconcile,
-		"version":   cmdVersion,
+		"run":        cmdRun,
+		"resync":     cmdResync,
+		"status":     cmdStatus,
+		"validate":   cmdValidate,
+		"reconcile":  cmdReconcile,
+		"version":    cmdVersion,
+		"completion": cmdCompletion,
 	}
 }
 
@@ -106,12 +107,22 @@ func Run(ctx context.Context, env *Env, args []string) error {
 	}
 	env.scrub = &scrubber{w: env.Stderr}
 	env.Stderr = env.scrub
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "-help" {
 		fmt.Fprint(env.Stdout, usage)
 		if len(args) == 0 {
 			return fmt.Errorf("no command given: %w", ErrUsage)
 		}
 		return nil
+	}
+	switch args[0] {
+	case "--version", "-version":
+		args = []string{"version"}
+	case "help":
+		if len(args) == 1 {
+			fmt.Fprint(env.Stdout, usage)
+			return nil
+		}
+		args = []string{args[1], "--help"}
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -120,7 +131,10 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	err := cmd(ctx, env, args[1:])
-	if err != nil && !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errReported) {
+	if errors.Is(err, flag.ErrHelp) {
+		return nil // the command printed its help to stdout
+	}
+	if err != nil && !errors.Is(err, errReported) {
 		fmt.Fprintln(env.Stderr, "syncd "+args[0]+": "+oneLine(err.Error()))
 	}
 	return err
@@ -133,18 +147,25 @@ func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
 
-// flagSet makes a command's flag set that reports errors as usage errors.
+// flagSet makes a command's flag set. It prints nothing itself: parse
+// prints the help to stdout for -h/--help, and Run prints a bad flag as one
+// line on stderr.
 func flagSet(env *Env, name string) *flag.FlagSet {
 	fs := flag.NewFlagSet("syncd "+name, flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if env.flags != nil {
+		*env.flags = fs
+	}
 	return fs
 }
 
 // common holds the flags most commands share.
 type common struct {
-	config   string
-	state    string
-	logLevel string
+	config    string
+	state     string
+	logLevel  string
+	logFormat string
 }
 
 func (c *common) register(fs *flag.FlagSet, state bool) {
@@ -152,53 +173,57 @@ func (c *common) register(fs *flag.FlagSet, state bool) {
 	if state {
 		fs.StringVar(&c.state, "state", "", "state file (default $SYNCD_STATE, else ./syncd.db)")
 	}
-	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	registerLog(fs, c)
+}
+
+func registerLog(fs *flag.FlagSet, c *common) {
+	fs.StringVar(&c.logLevel, "log-level", "", "debug, info, warn or error (default $SYNCD_LOG_LEVEL, else info)")
+	fs.StringVar(&c.logFormat, "log-format", "", "text or json (default $SYNCD_LOG_FORMAT, else text on a terminal and json otherwise)")
 }
 
 func parse(env *Env, fs *flag.FlagSet, args []string, c *common) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%v: %w", err, ErrUsage)
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), ErrUsage)
+	if err := parseFlags(env, fs, args); err != nil {
+		return err
 	}
 	if c.config == "" {
 		return fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrUsage)
 	}
 	c.state = cmp.Or(c.state, env.Getenv("SYNCD_STATE"), "syncd.db")
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(c.logLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: use debug, info, warn or error: %w", c.logLevel, ErrUsage)
+	return setLogger(env, c)
+}
+
+// parseFlags parses a command's flags; -h/--help prints the command's help
+// to stdout and returns flag.ErrHelp, which Run turns into exit 0.
+func parseFlags(env *Env, fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(env.Stdout, help(fs))
+			return err
+		}
+		return fmt.Errorf("%v; run `%s --help` for its flags: %w", err, fs.Name(), ErrUsage)
 	}
-	env.Logger = newLogger(env.Stderr, lvl)
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), ErrUsage)
+	}
 	return nil
 }
 
-// load reads the configs, registers their passwords for scrubbing, and
-// keeps only the named source when name is set.
-func load(env *Env, path, name string) ([]*config.Config, error) {
-	cfgs, err := config.Load(path)
-	if err != nil {
-		return nil, err
+// setLogger builds env.Logger from --log-level and --log-format, each
+// falling back on $SYNCD_LOG_LEVEL / $SYNCD_LOG_FORMAT (the flag wins).
+func setLogger(env *Env, c *common) error {
+	level := cmp.Or(c.logLevel, env.Getenv("SYNCD_LOG_LEVEL"), "info")
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("log level %q (--log-level or $SYNCD_LOG_LEVEL): use debug, info, warn or error: %w", level, ErrUsage)
 	}
-	for _, c := range cfgs {
-		env.scrub.add(pgutil.Password(c.Source.DSN))
-		env.scrub.add(pgutil.Password(c.Sink.DSN))
+	format := cmp.Or(c.logFormat, env.Getenv("SYNCD_LOG_FORMAT"))
+	switch format {
+	case "", "text", "json":
+	default:
+		return fmt.Errorf("log format %q (--log-format or $SYNCD_LOG_FORMAT): use text or json: %w", format, ErrUsage)
 	}
-	if name == "" {
-		return cfgs, nil
-	}
-	var names []string
-	for _, c := range cfgs {
-		if c.Name == name {
-			return []*config.Config{c}, nil
-		}
-		names = append(names, c.Name)
-	}
-	return nil, fmt.Errorf("--source %q is not in %s (sources: %s): %w", name, path, strings.Join(names, ", "), ErrUsage)
+	env.Logger = newLogger(env.Stderr, lvl, format)
+	return nil
 }
 
 // openState opens the state file, waiting briefly for another process.
@@ -206,9 +231,11 @@ func openState(path string) (*watermark.Store, error) {
 	return watermark.Open(path, 2*time.Second)
 }
 
-func newLogger(w io.Writer, lvl slog.Level) *slog.Logger {
+// newLogger logs to w as format ("text" or "json"; "": text on a terminal,
+// JSON otherwise).
+func newLogger(w io.Writer, lvl slog.Level, format string) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl}
-	if isTerminal(w) {
+	if format == "text" || format == "" && isTerminal(w) {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
@@ -257,7 +284,10 @@ func (s *scrubber) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func cmdVersion(_ context.Context, env *Env, _ []string) error {
+func cmdVersion(_ context.Context, env *Env, args []string) error {
+	if err := parseFlags(env, flagSet(env, "version"), args); err != nil {
+		return err
+	}
 	fmt.Fprintln(env.Stdout, "syncd", Version)
 	return nil
 }

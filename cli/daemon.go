@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -69,6 +70,7 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 			env.scrub.add(pgutil.Password(c.Source.DSN))
 			env.scrub.add(pgutil.Password(c.Sink.DSN))
 		},
+		Expand: source.Expand,
 		Status: func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error) {
 			st, err := BuildStatus(store, cfgs)
 			for i, s := range st.Sources {

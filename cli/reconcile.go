@@ -30,11 +30,10 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	if *name == "" {
 		return fmt.Errorf("--source is required: %w", ErrUsage)
 	}
-	cfgs, err := load(env, c.config, *name)
+	cfg, err := loadOne(ctx, env, c.config, *name, true)
 	if err != nil {
 		return err
 	}
-	cfg := cfgs[0]
 	rep, err := Reconcile(ctx, env, cfg, c.state, *repair)
 	if err != nil {
 		return err
@@ -102,8 +101,10 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		st, ok, err := watermark.ReadState(statePath, cfg.Name, 2*time.Second)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
-			// No state file: no watermark, nothing synced; the report says so.
-			fmt.Fprintf(env.Stderr, "syncd reconcile: state file %s does not exist; no row of %s counts as synced (pass --state or set SYNCD_STATE)\n", statePath, cfg.Name)
+			// A read-only command never creates the state file, and a
+			// missing one is most likely the wrong path.
+			_, err := openStateReadOnly(statePath)
+			return nil, err
 		case err != nil:
 			return nil, err
 		}

@@ -38,14 +38,14 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 		}
 		fromTime = t.UTC()
 	}
-	cfgs, err := load(env, c.config, *name)
+	cfg, err := loadOne(ctx, env, c.config, *name, true)
 	if err != nil {
 		return err
 	}
-	if cfg := cfgs[0]; cfg.Sink.Type == config.SinkCouponGrants {
+	if cfg.Sink.Type == config.SinkCouponGrants {
 		return cfg.Errorf("sink.type", "source %s is a coupon campaign: its progress lives in the grants database, so resync does not apply; re-running it is always safe, and a new target set needs a new sink.campaign (docs/COUPONS.md)", cfg.Name)
 	}
-	if err := syncer.CheckFrom(ctx, cfgs[0], fromTime); err != nil {
+	if err := syncer.CheckFrom(ctx, cfg, fromTime); err != nil {
 		return err
 	}
 	store, err := openState(c.state)
@@ -56,7 +56,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	if err := Resync(store, cfgs[0], fromTime); err != nil {
+	if err := Resync(store, cfg, fromTime); err != nil {
 		return err
 	}
 	if fromTime.IsZero() {

@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -21,7 +22,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	var c common
 	c.register(fs, true)
 	once := fs.Bool("once", false, "sync every source (or --source) until caught up, then exit")
-	name := fs.String("source", "", "only this source (with --once)")
+	name := fs.String("source", "", "only this source (with --once): a source, a pattern source (all its tables) or NAME.TABLE")
 	var d daemonFlags
 	d.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
@@ -38,14 +39,30 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	if !*once {
 		return runDaemon(ctx, env, &c, &d, cfgs)
 	}
+	// Pattern sources become a source per matched table; a table that
+	// cannot be synced is reported and skipped, and the run exits 1 after
+	// syncing the others.
+	cfgs, skipped, err := expand(ctx, cfgs, *name)
+	if err != nil {
+		return err
+	}
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.
 	// A source that cannot be reached fails later, on its own.
+	kept := cfgs[:0]
 	for _, cfg := range cfgs {
-		if _, _, err := check(ctx, cfg, false); errors.Is(err, config.ErrInvalid) {
+		_, _, err := check(ctx, cfg, false)
+		switch {
+		case errors.Is(err, config.ErrInvalid) && cfg.Pattern != "":
+			skipped = append(skipped, skippedBy(cfg, err))
+			continue
+		case errors.Is(err, config.ErrInvalid):
 			return err
 		}
+		kept = append(kept, cfg)
 	}
+	cfgs = kept
+	reportSkipped(env, "run", skipped)
 	store, err := openState(c.state)
 	if err != nil {
 		return err
@@ -77,15 +94,19 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 			// Another process is syncing it: that is its job, not a failure.
 			fmt.Fprintf(env.Stdout, "syncd run: %s\n", oneLine(err.Error()))
 		case err != nil:
-			if len(cfgs) == 1 {
-				return err
+			err = source.Explain(cfg, err)
+			if len(cfgs) == 1 && len(skipped) == 0 {
+				return fmt.Errorf("source %s: %w", cfg.Name, err)
 			}
 			fmt.Fprintf(env.Stderr, "syncd run: source %s: %s\n", cfg.Name, oneLine(err.Error()))
 			failed = append(failed, cfg.Name)
 		}
 	}
-	if len(failed) > 0 {
-		return fmt.Errorf("%d of %d sources failed: %v: %w", len(failed), len(cfgs), failed, errReported)
+	switch {
+	case len(failed) > 0:
+		return fmt.Errorf("%d of %d sources failed: %v: %w", len(failed), len(cfgs)+len(skipped), failed, errReported)
+	case len(skipped) > 0:
+		return fmt.Errorf("%d sources synced, %d tables skipped (see above): fix them or add them to source.exclude", len(cfgs), len(skipped))
 	}
 	return nil
 }

@@ -26,14 +26,27 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
-	cfgs, err := load(env, c.config, *name)
+	raw, err := load(env, c.config, *name)
 	if err != nil {
 		return err
 	}
+	cfgs, skipped, err := expand(ctx, raw, *name)
+	if err != nil {
+		return err
+	}
+	printExpansion(env, raw, cfgs, skipped)
 	for _, cfg := range cfgs {
 		warnings, table, err := check(ctx, cfg, true)
+		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" {
+			skipped = append(skipped, skippedBy(cfg, err))
+			fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", cfg.Name, oneLine(skippedBy(cfg, err).Reason))
+			continue
+		}
 		if err != nil {
-			return err
+			if errors.Is(err, config.ErrInvalid) {
+				return err
+			}
+			return fmt.Errorf("source %s: %w", cfg.Name, source.Explain(cfg, err))
 		}
 		if err := checkStoredIdentity(cfg, c.state); err != nil {
 			return err
@@ -43,7 +56,32 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		}
 		fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, cursor %s, %d warnings)\n", cfg.Name, table.Ident, len(table.Columns), strings.Join(cfg.Source.Cursor, ", "), len(warnings))
 	}
+	if len(skipped) > 0 {
+		return fmt.Errorf("%d tables matched by a pattern source would be skipped (listed above): fix them or add them to source.exclude", len(skipped))
+	}
 	return nil
+}
+
+// printExpansion lists, for each pattern source, the tables it matched and
+// the ones it skips.
+func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipped) {
+	for _, p := range raw {
+		if !p.IsPattern() {
+			continue
+		}
+		var names []string
+		for _, c := range cfgs {
+			if c.Pattern == p.Name {
+				names = append(names, c.Name)
+			}
+		}
+		fmt.Fprintf(env.Stdout, "%s: pattern %s matches %d tables to sync: %s\n", p.Name, p.Source.Table, len(names), strings.Join(names, ", "))
+		for _, s := range skipped {
+			if strings.HasPrefix(s.Name, p.Name+".") {
+				fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", s.Name, oneLine(s.Reason))
+			}
+		}
+	}
 }
 
 // check verifies one source against its databases without writing

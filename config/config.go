@@ -39,6 +39,11 @@ type Config struct {
 	File string `yaml:"-"`
 	// Lines maps a dotted key ("source.cursor") to its line in File.
 	Lines map[string]int `yaml:"-"`
+	// Pattern is set on a source made from a pattern source (see ForTable):
+	// the name of the pattern source it was matched by.
+	Pattern string `yaml:"-"`
+	// noSecrets: loaded with Options.NoSecrets, the DSNs are as written.
+	noSecrets bool
 
 	Name      string     `yaml:"name"`
 	Schedule  string     `yaml:"schedule"`
@@ -54,7 +59,10 @@ type Config struct {
 type Source struct {
 	DSN     string `yaml:"dsn"`
 	DSNFile string `yaml:"dsn_file"`
-	Table   string `yaml:"table"`
+	// Table is a table, or a pattern of tables such as public.* (see IsPattern).
+	Table string `yaml:"table"`
+	// Exclude lists patterns of tables a pattern Table does not take.
+	Exclude []string `yaml:"exclude"`
 	// Cursor lists the ordering columns; the last one is the unique tie-breaker.
 	Cursor  []string `yaml:"cursor"`
 	Columns []string `yaml:"columns"`

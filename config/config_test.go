@@ -183,7 +183,7 @@ func TestExampleConfigsLoad(t *testing.T) {
 	for _, c := range cfgs {
 		names[c.Name] = true
 	}
-	for _, want := range []string{"customers", "demo-orders", "comeback-2026-10"} {
+	for _, want := range []string{"customers", "demo-orders", "comeback-2026-10", "shop"} {
 		if !names[want] {
 			t.Errorf("configs/ has no source %q (loaded %v)", want, names)
 		}

@@ -21,7 +21,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if c.Name == "" || c.Source.Table == "" || len(c.Source.Cursor) == 0 || c.Source.PageSize < 1 || len(c.Sink.Key) == 0 {
+		if c.Name == "" || c.Source.Table == "" || len(c.Source.Cursor) == 0 || c.Source.PageSize < 1 || (len(c.Sink.Key) == 0 && !c.IsPattern()) {
 			t.Fatalf("accepted an incomplete config: %+v", c)
 		}
 		if _, err := ParseTable(c.Source.Table); err != nil {

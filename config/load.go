@@ -1,7 +1,10 @@
 package config
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -14,9 +17,21 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// Options change how a config is loaded.
+type Options struct {
+	// NoSecrets loads without the connection strings: source.dsn and
+	// sink.dsn are neither expanded nor required, and dsn_file is not read.
+	// Commands that need only the state file (status) load this way.
+	NoSecrets bool
+}
+
 // Load reads one source file, or every *.yaml/*.yml file of a folder, and
-// returns the validated configs sorted by name.
-func Load(path string) ([]*Config, error) {
+// returns the validated configs sorted by name. A file may hold several
+// sources as YAML documents separated by ---.
+func Load(path string) ([]*Config, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, o Options) ([]*Config, error) {
 	if path == "" {
 		return nil, fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrInvalid)
 	}
@@ -39,21 +54,43 @@ func Load(path string) ([]*Config, error) {
 	var out []*Config
 	seen := map[string]string{}
 	for _, f := range files {
-		c, err := LoadFile(f)
+		cs, err := LoadFileWith(f, o)
 		if err != nil {
 			return nil, err
 		}
-		if prev, ok := seen[c.Name]; ok {
-			return nil, c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, prev)
+		for _, c := range cs {
+			if prev, ok := seen[c.Name]; ok {
+				return nil, c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, prev)
+			}
+			seen[c.Name] = f
+			out = append(out, c)
 		}
-		seen[c.Name] = f
-		out = append(out, c)
+	}
+	if err := checkMemberNames(out); err != nil {
+		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
 }
 
-// LoadFile reads and validates one source file.
+// checkMemberNames refuses a source named like a table of a pattern source
+// (shop.orders beside the pattern source shop): both would keep their
+// watermark under that name.
+func checkMemberNames(cfgs []*Config) error {
+	for _, p := range cfgs {
+		if !p.IsPattern() {
+			continue
+		}
+		for _, c := range cfgs {
+			if c != p && strings.HasPrefix(c.Name, p.Name+".") {
+				return c.Errorf("name", "%q is in the names of pattern source %s (%s:%d), which names each table it syncs %s.TABLE; rename this source", c.Name, p.Name, p.File, p.Lines["name"], p.Name)
+			}
+		}
+	}
+	return nil
+}
+
+// LoadFile reads and validates a file that holds one source.
 func LoadFile(file string) (*Config, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
@@ -62,30 +99,80 @@ func LoadFile(file string) (*Config, error) {
 	return Parse(file, data)
 }
 
-// Parse decodes and validates one source file's bytes; file names it in errors.
-func Parse(file string, data []byte) (*Config, error) {
-	c := &Config{File: file, Lines: map[string]int{}}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, &FieldError{File: file, Line: yamlErrLine(err), Msg: "malformed YAML: " + yamlErrText(err)}
+// LoadFileWith reads and validates every source of one file.
+func LoadFileWith(file string, o Options) ([]*Config, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (%w)", file, err, ErrInvalid)
 	}
-	if len(doc.Content) == 0 {
+	return ParseAll(file, data, o)
+}
+
+// Parse decodes and validates the bytes of a file that holds one source;
+// file names it in errors. A file of several documents is refused here:
+// load it with Load or ParseAll.
+func Parse(file string, data []byte) (*Config, error) {
+	cs, err := ParseAll(file, data, Options{})
+	if err != nil {
+		return nil, err
+	}
+	if len(cs) > 1 {
+		return nil, cs[1].Errorf("name", "this file holds %d sources (YAML documents); load it with config.Load", len(cs))
+	}
+	return cs[0], nil
+}
+
+// ParseAll decodes and validates every YAML document of a file as a source.
+// Line numbers in errors are the file's own, whichever document they are in;
+// two documents with the same name are refused.
+func ParseAll(file string, data []byte, o Options) ([]*Config, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var out []*Config
+	seen := map[string]int{}
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, &FieldError{File: file, Line: yamlErrLine(err), Msg: "malformed YAML: " + yamlErrText(err)}
+		}
+		if len(doc.Content) == 0 || isEmptyDoc(doc.Content[0]) {
+			continue // an empty document, such as after a trailing ---
+		}
+		c := &Config{File: file, Lines: map[string]int{}, noSecrets: o.NoSecrets}
+		d := decoder{file: file, lines: c.Lines, noSecrets: o.NoSecrets}
+		if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
+			return nil, err
+		}
+		if err := c.finish(); err != nil {
+			return nil, err
+		}
+		if prev, ok := seen[c.Name]; ok {
+			return nil, c.Errorf("name", "source name %q is already used by the document at line %d; give each source a unique name", c.Name, prev)
+		}
+		seen[c.Name] = c.Lines["name"]
+		out = append(out, c)
+	}
+	if len(out) == 0 {
 		return nil, &FieldError{File: file, Msg: "the file is empty; a source file needs at least name, source and sink"}
 	}
-	d := decoder{file: file, lines: c.Lines}
-	if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
-		return nil, err
-	}
-	if err := c.finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return out, nil
+}
+
+func isEmptyDoc(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null"
 }
 
 type decoder struct {
-	file  string
-	lines map[string]int
+	file      string
+	lines     map[string]int
+	noSecrets bool // leave the dsn keys as written
 }
+
+// secretKeys are the keys a load with Options.NoSecrets leaves unexpanded.
+var secretKeys = map[string]bool{"source.dsn": true, "sink.dsn": true, "source.dsn_file": true, "sink.dsn_file": true}
 
 func (d *decoder) errAt(n *yaml.Node, key, format string, args ...any) error {
 	return &FieldError{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)}
@@ -209,6 +296,9 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
 		return "", d.errAt(n, key, "want a single value, got %s", describe(n))
 	}
+	if d.noSecrets && secretKeys[key] {
+		return n.Value, nil
+	}
 	var missing string
 	out := varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 		name := varRef.FindStringSubmatch(ref)[1]
@@ -249,3 +339,7 @@ func yamlErrText(err error) string {
 	s := strings.TrimPrefix(err.Error(), "yaml: ")
 	return yamlLine.ReplaceAllString(s, "")
 }
+
+// SecretsLoaded reports whether the DSNs were loaded (not Options.NoSecrets):
+// only then do they say which databases the source and the sink are.
+func (c *Config) SecretsLoaded() bool { return !c.noSecrets }

@@ -56,7 +56,10 @@ func (c *Config) finish() error {
 	if err := c.finishSource(); err != nil {
 		return err
 	}
-	return c.finishSink()
+	if err := c.finishSink(); err != nil {
+		return err
+	}
+	return c.checkPattern()
 }
 
 func (c *Config) finishSource() error {
@@ -135,7 +138,9 @@ func (c *Config) finishSink() error {
 	asOf := strings.Contains(c.Source.Where, ":as_of")
 	switch k.Type {
 	case SinkPostgres:
-		if len(k.Key) == 0 {
+		// A pattern source without sink.key is keyed by each matched
+		// table's primary key (ForTable).
+		if len(k.Key) == 0 && !c.IsPattern() {
 			k.Key = []string{c.Source.Cursor[len(c.Source.Cursor)-1]}
 		}
 		if len(c.Source.Columns) > 0 {
@@ -185,6 +190,8 @@ func (c *Config) finishSink() error {
 // secret returns the DSN from the inline key or from the file named by fileKey.
 func (c *Config) secret(key, inline, fileKey, file string) (string, error) {
 	switch {
+	case c.noSecrets:
+		return inline, nil
 	case inline != "" && file != "":
 		return "", c.Errorf(fileKey, "give %s or %s, not both", key, fileKey)
 	case file != "":

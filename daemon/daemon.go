@@ -31,6 +31,7 @@ import (
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
 	"github.com/syncd/syncd/reconcile"
+	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -101,6 +102,13 @@ type Options struct {
 	// repair); its report's counts feed syncd_reconcile_differences.
 	Reconcile func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error)
 
+	// Expand, when set, matches a pattern source (config.IsPattern) against
+	// its catalog and returns a source per table that can be synced, and
+	// the tables it skips. The daemon calls it at start, on the pattern
+	// source's schedule (so new tables are picked up without a restart) and
+	// at each reload; without it pattern sources do not run.
+	Expand func(ctx context.Context, c *config.Config) ([]*config.Config, []syncsource.Skipped, error)
+
 	// Backoff paces the retries of transient faults.
 	Backoff retry.Backoff
 	// Registry holds the metrics; nil makes a new one with the Go runtime
@@ -123,6 +131,12 @@ type daemon struct {
 	wg       sync.WaitGroup
 	stopping bool
 	sources  map[string]*source
+
+	pmu      sync.Mutex          // guards patterns and files
+	emu      sync.Mutex          // one pattern match applied at a time
+	patterns map[string]*pattern // pattern sources by name
+	pm       *patternMetrics
+	files    map[string][]*config.Config
 }
 
 // Run runs the daemon until Stop is closed (a graceful stop: it returns nil
@@ -142,15 +156,18 @@ func Run(ctx context.Context, o Options) error {
 	stopCtx, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	d := &daemon{
-		o:       o,
-		log:     o.Logger,
-		reg:     reg,
-		m:       metrics.New(reg, o.Version),
-		cron:    cron.New(cron.WithParser(config.CronParser), cron.WithLogger(cron.DiscardLogger)),
-		ctx:     ctx,
-		stopCtx: stopCtx,
-		stop:    make(chan struct{}),
-		sources: map[string]*source{},
+		o:        o,
+		log:      o.Logger,
+		reg:      reg,
+		m:        metrics.New(reg, o.Version),
+		cron:     cron.New(cron.WithParser(config.CronParser), cron.WithLogger(cron.DiscardLogger)),
+		ctx:      ctx,
+		stopCtx:  stopCtx,
+		stop:     make(chan struct{}),
+		sources:  map[string]*source{},
+		patterns: map[string]*pattern{},
+		pm:       newPatternMetrics(reg),
+		files:    map[string][]*config.Config{},
 	}
 
 	var ln net.Listener
@@ -192,7 +209,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	for _, c := range o.Configs {
-		d.add(c)
+		d.files[c.File] = append(d.files[c.File], c)
+		if c.IsPattern() {
+			d.addPattern(c)
+		} else {
+			d.add(c)
+		}
 	}
 	d.cron.Start()
 	d.log.Info("daemon started", "sources", len(o.Configs), "state", o.Store.Path(), "version", o.Version)

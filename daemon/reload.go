@@ -6,15 +6,16 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/syncd/syncd/config"
 )
 
 // reload reads the config path again, one file at a time so that a bad
-// file costs only its own source: that source keeps its previous config
-// and the reason is logged. New sources start, changed ones take their new
-// config from their next run, removed ones stop being scheduled (a run in
-// flight finishes).
+// file costs only its own sources: they keep their previous config and the
+// reason is logged. New sources start, changed ones take their new config
+// from their next run, removed ones stop being scheduled (a run in flight
+// finishes). Pattern sources are matched against their catalogs again.
 func (d *daemon) reload() {
 	files, err := configFiles(d.o.ConfigPath)
 	if err != nil {
@@ -22,54 +23,68 @@ func (d *daemon) reload() {
 		return
 	}
 	d.mu.Lock()
-	if d.stopping {
-		d.mu.Unlock()
+	stopping := d.stopping
+	d.mu.Unlock()
+	if stopping {
 		return
 	}
-	byFile := map[string]*config.Config{}
-	for _, s := range d.sources {
-		c := s.config()
-		byFile[c.File] = c
-	}
-	d.mu.Unlock()
+	d.pmu.Lock()
+	prevFiles := d.files
+	d.pmu.Unlock()
 
 	next := map[string]*config.Config{} // by name
+	nextFiles := map[string][]*config.Config{}
 	var invalid []string
 	for _, f := range files {
-		c, err := config.LoadFile(f)
-		if err == nil {
-			if other, dup := next[c.Name]; dup {
+		cs, err := config.LoadFileWith(f, config.Options{})
+		for _, c := range cs {
+			if other, dup := next[c.Name]; dup && err == nil {
 				err = c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, other.File)
 			}
 		}
 		if err != nil {
 			invalid = append(invalid, f)
-			if prev, ok := byFile[f]; ok {
-				if _, taken := next[prev.Name]; !taken {
-					next[prev.Name] = prev
+			prev := prevFiles[f]
+			var names []string
+			for _, c := range prev {
+				if _, taken := next[c.Name]; !taken {
+					next[c.Name] = c
+					nextFiles[f] = append(nextFiles[f], c)
+					names = append(names, c.Name)
 				}
+			}
+			if len(prev) > 0 {
 				d.log.Error("config file not reloaded: its source keeps its previous config; fix the file and reload again",
-					"file", f, "source", prev.Name, "err", err)
+					"file", f, "source", strings.Join(names, ","), "err", err)
 			} else {
 				d.log.Error("new config file not loaded; fix it and reload again", "file", f, "err", err)
 			}
 			continue
 		}
-		if d.o.OnConfig != nil {
-			d.o.OnConfig(c)
+		for _, c := range cs {
+			if d.o.OnConfig != nil {
+				d.o.OnConfig(c)
+			}
+			next[c.Name] = c
 		}
-		next[c.Name] = c
+		nextFiles[f] = cs
 	}
+	d.pmu.Lock()
+	d.files = nextFiles
+	d.pmu.Unlock()
 
 	var added, changed, removed []string
+	// Plain sources: the ones not made by a pattern.
 	d.mu.Lock()
-	current := make(map[string]*source, len(d.sources))
+	current := map[string]*source{}
 	for name, s := range d.sources {
-		current[name] = s
+		if s.config().Pattern == "" {
+			current[name] = s
+		}
 	}
 	var gone []*source
 	for name, s := range current {
-		if _, ok := next[name]; !ok {
+		if c, ok := next[name]; !ok || c.IsPattern() {
 			delete(d.sources, name)
 			removed = append(removed, name)
 			gone = append(gone, s)
@@ -79,18 +94,41 @@ func (d *daemon) reload() {
 	for _, s := range gone {
 		s.unschedule()
 	}
+	// Pattern sources.
+	d.pmu.Lock()
+	patterns := map[string]*config.Config{}
+	for name, p := range d.patterns {
+		patterns[name] = p.cfg
+	}
+	d.pmu.Unlock()
+	for name := range patterns {
+		if c, ok := next[name]; !ok || !c.IsPattern() {
+			removed = append(removed, name)
+			d.removePattern(name)
+		}
+	}
 	for name, c := range next {
+		if c.IsPattern() {
+			prev, ok := patterns[name]
+			switch {
+			case !ok:
+				added = append(added, name)
+				d.addPattern(c)
+			case !sameConfig(prev, c):
+				changed = append(changed, name)
+				d.replacePattern(c)
+			default:
+				d.expand(name) // a reload also picks up new tables
+			}
+			continue
+		}
 		s, ok := current[name]
 		switch {
 		case !ok:
 			added = append(added, name)
 			d.add(c)
-		case !sameConfig(s.config(), c):
+		case s.update(c):
 			changed = append(changed, name)
-			s.mu.Lock()
-			s.cfg = c
-			s.mu.Unlock()
-			s.schedule(c)
 		}
 	}
 	sort.Strings(added)

@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/metrics"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/runlock"
+	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -73,6 +74,19 @@ func (s *source) failure() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.lastErr
+}
+
+// update gives the source config c from its next run, when c says
+// something else than the config in effect; it reports whether it did.
+func (s *source) update(c *config.Config) bool {
+	if sameConfig(s.config(), c) {
+		return false
+	}
+	s.mu.Lock()
+	s.cfg = c
+	s.mu.Unlock()
+	s.schedule(c)
+	return true
 }
 
 // schedule (re)places the source's cron entries for c.
@@ -248,6 +262,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress,
 		})
+		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
 		s.d.m.CaughtUp(name, res.CaughtUp)
 		for _, ch := range res.SchemaChanges {

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -121,12 +121,28 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 		}
 	}
 
-	// No state file: nothing is synced yet, so nothing is proven: it says
-	// so and exits 1.
-	out, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", filepath.Join(t.TempDir(), "none.db"), "--source", "items")
+	// No state file: most likely the wrong path; an error naming it, and
+	// reconcile (a read-only command) does not create the file.
+	none := filepath.Join(t.TempDir(), "none.db")
+	_, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", none, "--source", "items")
+	if code != 2 || !strings.Contains(errOut, "no state file at "+none) {
+		t.Fatalf("no state file: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(none); !os.IsNotExist(err) {
+		t.Fatalf("reconcile created the state file %s", none)
+	}
+
+	// A state file without this source's watermark: nothing is synced yet,
+	// so nothing is proven: it says so and exits 1.
+	empty, err := watermark.Open(filepath.Join(t.TempDir(), "empty.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.Close()
+	out, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", empty.Path(), "--source", "items")
 	if code != 1 || !strings.Contains(out, "not compared: 1999 rows (no watermark yet)") ||
 		!strings.Contains(errOut, "1999 rows of public.items not compared yet (no watermark yet: 1999); run `syncd run --once --source items`, then reconcile again") {
-		t.Fatalf("no state: exit %d\n%s\n%s", code, out, errOut)
+		t.Fatalf("no watermark: exit %d\n%s\n%s", code, out, errOut)
 	}
 
 	// A daemon holding the state file: the watermark is read from a copy.

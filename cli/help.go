@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"sort"
+	"strings"
+)
+
+// helpText is each command's synopsis and description, printed by
+// `syncd CMD --help` and `syncd help CMD` above its flags. README.md's
+// command reference holds the same text (a test compares them).
+var helpText = map[string]string{
+	"run": `Usage: syncd run --config PATH [flags]
+
+Without --once, run is a daemon: it runs each source on its schedule until
+SIGTERM/SIGINT (SIGHUP reloads the configs) and serves /healthz /readyz
+/metrics /status on --listen. With --once it syncs every source (or
+--source) until caught up and exits: 0 when every source synced, 1 when one
+failed or a table of a pattern source was skipped, 2 for a bad config.
+--source NAME takes a source, a pattern source (all its tables) or one table
+of it (NAME.TABLE).
+`,
+	"resync": `Usage: syncd resync --config PATH --source NAME (--from RFC3339 | --from-start) [flags]
+
+Moves a source's watermark back: the next run re-reads every row whose first
+cursor column is at or after --from, or the whole source with --from-start.
+When a daemon holds the state file, the request goes to that daemon, through
+its admin socket STATE.sock (or over TCP with --listen).
+`,
+	"status": `Usage: syncd status --config PATH [flags]
+
+Prints each source's watermark, last run (or progress), freshness, rows and
+read bound, from the state file or from the daemon that holds it (through
+its admin socket STATE.sock, or over TCP with --listen). It reads no
+database and needs no DSN variable. It never creates or changes the state
+file: a missing one is an error (exit 2) that names the path.
+`,
+	"validate": `Usage: syncd validate --config PATH [flags]
+
+Checks every source against its databases without writing anything: the
+table, the columns, the cursor and its tie-breaker, the copy, and whether
+the page query is an index scan. A pattern source lists the tables it
+matches; a table it would skip is reported and makes validate exit 1.
+`,
+	"reconcile": `Usage: syncd reconcile --config PATH --source NAME [--repair] [--json] [flags]
+
+Compares the copy with the source value by value up to the watermark and
+exits 1 when they differ. Without --repair it writes nothing; a missing
+state file is an error (exit 2) that names the path.
+`,
+	"version": `Usage: syncd version
+
+Prints the version (also: syncd --version).
+`,
+	"completion": `Usage: syncd completion bash|zsh|fish
+
+Prints a shell completion script, for example:
+  syncd completion bash > /etc/bash_completion.d/syncd
+  syncd completion zsh > "${fpath[1]}/_syncd"
+  syncd completion fish > ~/.config/fish/completions/syncd.fish
+`,
+}
+
+// help renders a command's help: its text, then its flags.
+func help(fs *flag.FlagSet) string {
+	var b bytes.Buffer
+	b.WriteString(helpText[strings.TrimPrefix(fs.Name(), "syncd ")])
+	n := 0
+	fs.VisitAll(func(*flag.Flag) { n++ })
+	if n > 0 {
+		var f bytes.Buffer
+		fs.SetOutput(&f)
+		fs.PrintDefaults()
+		fs.SetOutput(io.Discard)
+		// Written as people type them: --flag.
+		b.WriteString("\nFlags:\n")
+		flags := strings.ReplaceAll("\n"+f.String(), "\n  -", "\n  --")[1:]
+		b.WriteString(strings.ReplaceAll(flags, "    \t", "      "))
+	}
+	return b.String()
+}
+
+// commandNames lists the commands, sorted.
+func commandNames() []string {
+	var out []string
+	for name := range commands {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// commandFlags returns the flag set of command name, read by asking the
+// command for its help with the output thrown away.
+func commandFlags(name string) *flag.FlagSet {
+	var fs *flag.FlagSet
+	env := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, flags: &fs}
+	env.scrub = &scrubber{w: io.Discard}
+	_ = commands[name](context.Background(), env, []string{"--help"})
+	return fs
+}
+
+// Help returns the help that `syncd CMD --help` prints.
+func Help(name string) string {
+	fs := commandFlags(name)
+	if fs == nil {
+		return helpText[name]
+	}
+	return help(fs)
+}

@@ -1,0 +1,244 @@
+package main_test
+
+import (
+	"bytes"
+	"errors"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/syncd/syncd/internal/pgtest"
+)
+
+var commandNames = []string{"run", "resync", "status", "validate", "reconcile", "version", "completion"}
+
+// --version, version, CMD --help, CMD -h and help CMD print to stdout and
+// exit 0; the completion scripts are valid shell.
+func TestVersionHelpCompletion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"version"}} {
+		if r := syncd(t, nil, args...); r.code != 0 || !strings.HasPrefix(r.stdout, "syncd ") || r.stderr != "" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		}
+	}
+	for _, cmd := range commandNames {
+		long := syncd(t, nil, cmd, "--help")
+		if long.code != 0 || !strings.HasPrefix(long.stdout, "Usage: syncd "+cmd) || long.stderr != "" {
+			t.Fatalf("%s --help: exit %d, stdout %q, stderr %q", cmd, long.code, long.stdout, long.stderr)
+		}
+		for _, args := range [][]string{{cmd, "-h"}, {"help", cmd}} {
+			if r := syncd(t, nil, args...); r.code != 0 || r.stdout != long.stdout || r.stderr != "" {
+				t.Fatalf("%v: exit %d, stdout differs from %s --help: %q", args, r.code, cmd, r.stdout)
+			}
+		}
+	}
+	if r := syncd(t, nil, "run", "--bogus"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "syncd run --help") {
+		t.Fatalf("bad flag: exit %d, stdout %q, stderr %q; want 2, one line on stderr", r.code, r.stdout, r.stderr)
+	}
+	bash := syncd(t, nil, "completion", "bash")
+	if bash.code != 0 || !strings.Contains(bash.stdout, "complete -o default -F _syncd syncd") || !strings.Contains(bash.stdout, "--from-start") {
+		t.Fatalf("completion bash: exit %d\n%s", bash.code, bash.stdout)
+	}
+	check := exec.Command("bash", "-n")
+	check.Stdin = strings.NewReader(bash.stdout)
+	if out, err := check.CombinedOutput(); err != nil {
+		t.Fatalf("bash -n on the completion script: %v\n%s", err, out)
+	}
+	// Completing "syncd resync --fr" offers --from and --from-start.
+	probe := exec.Command("bash", "-c", bash.stdout+"\nCOMP_WORDS=(syncd resync --fr); COMP_CWORD=2; _syncd; echo \"${COMPREPLY[*]}\"")
+	if out, err := probe.Output(); err != nil || strings.TrimSpace(string(out)) != "--from --from-start" {
+		t.Fatalf("bash completion of 'syncd resync --fr': %q, %v", out, err)
+	}
+	for _, sh := range []string{"zsh", "fish"} {
+		if r := syncd(t, nil, "completion", sh); r.code != 0 || !strings.Contains(r.stdout, "syncd") {
+			t.Fatalf("completion %s: exit %d %q", sh, r.code, r.stderr)
+		}
+		if path, err := exec.LookPath(sh); err == nil {
+			r := syncd(t, nil, "completion", sh)
+			c := exec.Command(path, "-n")
+			if sh == "fish" {
+				c = exec.Command(path, "--no-execute")
+			}
+			c.Stdin = strings.NewReader(r.stdout)
+			if out, err := c.CombinedOutput(); err != nil {
+				t.Fatalf("%s does not parse its completion script: %v\n%s", sh, err, out)
+			}
+		}
+	}
+	if r := syncd(t, nil, "completion", "tcsh"); r.code != 2 {
+		t.Fatalf("completion tcsh: exit %d, want 2", r.code)
+	}
+}
+
+// README.md's command reference holds each command's --help output as is.
+func TestHelpMatchesREADME(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range commandNames {
+		r := syncd(t, nil, cmd, "--help")
+		block := "```\n$ syncd " + cmd + " --help\n" + r.stdout + "```\n"
+		if !bytes.Contains(readme, []byte(block)) {
+			t.Errorf("README.md does not hold the current `syncd %s --help`; put this block in its command reference:\n%s", cmd, block)
+		}
+	}
+}
+
+// --log-format and --log-level, each also from SYNCD_LOG_FORMAT and
+// SYNCD_LOG_LEVEL, the flag winning; a bad value exits 2 before anything.
+func TestLogFormatAndLevel(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	state := filepath.Join(dir, "s.db")
+	textLine := regexp.MustCompile(`(?m)^time=\S+ level=INFO msg=`)
+	jsonLine := regexp.MustCompile(`(?m)^\{"time":"[^"]+","level":"INFO","msg":`)
+
+	r := syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state)
+	if r.code != 0 || !textLine.MatchString(r.stderr) || jsonLine.MatchString(r.stderr) {
+		t.Fatalf("SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
+	}
+	r = syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
+	if r.code != 0 || !jsonLine.MatchString(r.stderr) || textLine.MatchString(r.stderr) {
+		t.Fatalf("--log-format json over SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
+	}
+	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
+	if r.code != 0 || strings.Contains(r.stderr, `"level":"INFO"`) {
+		t.Fatalf("SYNCD_LOG_LEVEL=warn still logs INFO: exit %d\n%s", r.code, r.stderr)
+	}
+	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json", "--log-level", "info")
+	if r.code != 0 || !strings.Contains(r.stderr, `"level":"INFO"`) {
+		t.Fatalf("--log-level info over SYNCD_LOG_LEVEL=warn: exit %d\n%s", r.code, r.stderr)
+	}
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{[]string{"SYNCD_LOG_FORMAT=yaml"}, nil, `log format "yaml"`},
+		{nil, []string{"--log-format", "xml"}, `log format "xml"`},
+		{[]string{"SYNCD_LOG_LEVEL=loud"}, nil, `log level "loud"`},
+		{nil, []string{"--log-level", "trace"}, `log level "trace"`},
+	} {
+		bad := filepath.Join(dir, "bad.db")
+		r := syncd(t, c.env, append([]string{"run", "--once", "--config", cfg, "--state", bad}, c.args...)...)
+		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
+			t.Fatalf("%v %v: exit %d, want 2 naming %s\n%s", c.env, c.args, r.code, c.want, r.stderr)
+		}
+		if _, err := os.Stat(bad); !os.IsNotExist(err) {
+			t.Fatalf("%v %v: a bad log setting created the state file", c.env, c.args)
+		}
+	}
+}
+
+// status needs no DSN variable; status, validate and reconcile never create
+// a state file, and a missing one is an error (exit 2) that names its path.
+func TestReadOnlyCommandsNeedNoDSNAndCreateNoStateFile(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	body := strings.NewReplacer(src.URL, "${SYNCD_TEST_SRC}", dst.URL, "${SYNCD_TEST_DST}").Replace(orders(t, src, dst, ""))
+	cfg := writeConfig(t, dir, "orders.yaml", body)
+	dsns := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL}
+	missing := filepath.Join(dir, "missing.db")
+
+	for _, args := range [][]string{
+		{"status", "--config", cfg, "--state", missing},
+		{"status", "--json", "--config", cfg, "--state", missing},
+		{"reconcile", "--config", cfg, "--state", missing, "--source", "orders"},
+	} {
+		r := syncd(t, dsns, args...)
+		if r.code != 2 || !strings.Contains(r.stderr, "no state file at "+missing) || !strings.Contains(r.stderr, "syncd run") {
+			t.Fatalf("%v: exit %d, want 2 naming %s\n%s", args, r.code, missing, r.stderr)
+		}
+		if _, err := os.Stat(missing); !os.IsNotExist(err) {
+			t.Fatalf("%v created the state file", args)
+		}
+	}
+	if r := syncd(t, dsns, "validate", "--config", cfg); r.code != 0 {
+		t.Fatalf("validate: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat("syncd.db"); !os.IsNotExist(err) {
+		t.Fatal("validate created ./syncd.db")
+	}
+
+	state := filepath.Join(dir, "state.db")
+	if r := syncd(t, dsns, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	}
+	before, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No DSN variable set: status still reads the state file.
+	r := syncd(t, nil, "status", "--config", cfg, "--state", state)
+	if r.code != 0 || !strings.Contains(r.stdout, "orders") || !strings.Contains(r.stdout, "1000") {
+		t.Fatalf("status without DSN variables: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r := syncd(t, dsns, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.code != 0 {
+		t.Fatalf("reconcile: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	after, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(before, after) {
+		t.Fatal("status or reconcile changed the state file")
+	}
+}
+
+// An error from PostgreSQL during a run names the source and the file and
+// line of the config key that caused it.
+func TestRunErrorNamesSourceAndKey(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  where: \"nope = 1\""))
+	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	want := "syncd run: source orders: " + filepath.Join(dir, "orders.yaml") + ":8: source.where: "
+	if r.code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], `column "nope" does not exist`) {
+		t.Fatalf("bad where: exit %d, stderr:\n%s\nwant one line starting %q", r.code, r.stderr, want)
+	}
+	if n := count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'orders_copy'"); n == 1 {
+		if rows := count(t, dst, "SELECT count(*) FROM orders_copy"); rows != 0 {
+			t.Fatalf("a failed run left %d rows in the copy", rows)
+		}
+	}
+}
+
+// scripts/demo.sh never drops a database it did not create.
+func TestDemoLeavesForeignDatabaseAlone(t *testing.T) {
+	db := pgtest.NewDB(t)
+	db.Exec(t, `CREATE TABLE precious (id int)`)
+	db.Exec(t, `INSERT INTO precious VALUES (1), (2), (3)`)
+	cmd := exec.Command("bash", filepath.Join("..", "..", "scripts", "demo.sh"))
+	u, err := url.Parse(db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo talks to the server the test database is on.
+	cmd.Env = append(os.Environ(), "DEMO_DB="+db.Name, "BIN="+binary, "PGHOST="+u.Hostname(), "PGPORT="+u.Port(), "PGUSER="+u.User.Username())
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "was not created by the demo") {
+		t.Fatalf("demo with DEMO_DB naming a foreign database: %v\n%s", err, out)
+	}
+	if n := count(t, db, "SELECT count(*) FROM precious"); n != 3 {
+		t.Fatalf("the foreign database lost rows: %d, want 3", n)
+	}
+}
+
+// validate names the source and the key of a where clause PostgreSQL refuses.
+func TestValidateNamesWhereKey(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  where: \"id >\""))
+	r := syncd(t, nil, "validate", "--config", cfg)
+	want := "syncd validate: source orders: " + filepath.Join(dir, "orders.yaml") + ":8: source.where: "
+	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "syntax error") {
+		t.Fatalf("validate with a bad where: exit %d, stderr %q, want it to start with %q", r.code, r.stderr, want)
+	}
+}

@@ -1,0 +1,260 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/syncd/syncd/internal/pgtest"
+)
+
+// shopSchema makes a source of several tables: two that sync (orders,
+// customers), one without the cursor column (events), one excluded
+// (audit_old), and a partitioned table whose partitions are not sources.
+func shopSchema(t *testing.T) (src, dst *pgtest.DB) {
+	src, dst = pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, v text)`)
+	src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + (g % 7) * interval '1 ms', 'o' || g FROM generate_series(1, 300) g`)
+	src.Exec(t, `CREATE TABLE customers (customer_id int PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`)
+	src.Exec(t, `INSERT INTO customers SELECT g, '2026-10-01 09:00:00+00', 'c' || g FROM generate_series(1, 50) g`)
+	src.Exec(t, `CREATE TABLE events (id bigint PRIMARY KEY, at timestamptz NOT NULL)`)
+	src.Exec(t, `INSERT INTO events SELECT g, now() FROM generate_series(1, 10) g`)
+	src.Exec(t, `CREATE TABLE nokey (id bigint NOT NULL UNIQUE, updated_at timestamptz NOT NULL)`)
+	src.Exec(t, `CREATE TABLE audit_old (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL)`)
+	src.Exec(t, `INSERT INTO audit_old SELECT g, now() FROM generate_series(1, 10) g`)
+	src.Exec(t, `CREATE TABLE metrics (id bigint, updated_at timestamptz NOT NULL, PRIMARY KEY (id, updated_at)) PARTITION BY RANGE (updated_at)`)
+	src.Exec(t, `CREATE TABLE metrics_2026 PARTITION OF metrics FOR VALUES FROM ('2026-01-01') TO ('2027-01-01')`)
+	src.Exec(t, `INSERT INTO metrics SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 s' FROM generate_series(1, 20) g`)
+	return src, dst
+}
+
+// shopConfig is a pattern source read with its DSNs from the environment.
+const shopConfig = `name: shop
+schedule: "@every 1s"
+source:
+  dsn: ${SYNCD_TEST_SRC}
+  table: public.*
+  exclude: ["*_old"]
+  cursor: [updated_at, %s]
+  lookback: 0s
+  page_size: 40
+sink:
+  dsn: ${SYNCD_TEST_DST}
+  table: public.*_copy
+`
+
+func tableText(t *testing.T, db *pgtest.DB, table, key string) string {
+	t.Helper()
+	var s string
+	q := fmt.Sprintf("SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY %s), '') FROM %s t", key, table)
+	if err := db.Pool.QueryRow(t.Context(), q).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+func sameTable(t *testing.T, src, dst *pgtest.DB, table, key string) {
+	t.Helper()
+	want := tableText(t, src, table, key)
+	if got := tableText(t, dst, table+"_copy", key); got != want || want == "" {
+		t.Fatalf("%s_copy differs from %s (or both are empty):\ncopy:\n%.300s\nsource:\n%.300s", table, table, got, want)
+	}
+}
+
+func tableExists(t *testing.T, db *pgtest.DB, name string) bool {
+	return count(t, db, fmt.Sprintf("SELECT count(*) FROM pg_tables WHERE schemaname = 'public' AND tablename = '%s'", name)) == 1
+}
+
+// One file syncs a whole schema: each matched table is its own source
+// named shop.TABLE, keyed by its primary key; a table without the cursor
+// column is reported in one line and skipped while the others sync, and
+// run --once then exits 1; excluded tables and partitions are not touched;
+// --source picks one table or the whole pattern.
+func TestPatternSourceRunOnce(t *testing.T) {
+	src, dst := shopSchema(t)
+	dir := t.TempDir()
+	// The cursor [updated_at, id] fits orders and metrics; customers has
+	// customer_id, events has no updated_at and nokey no primary key.
+	cfg := writeConfig(t, dir, "shop.yaml", fmt.Sprintf(shopConfig, "id"))
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL, "SYNCD_STATE=" + state}
+
+	r := syncd(t, env, "run", "--once", "--config", cfg)
+	if r.code != 1 {
+		t.Fatalf("run --once with a skipped table: exit %d, want 1\n%s", r.code, r.stderr)
+	}
+	for _, want := range []string{
+		`syncd run: source shop.customers (table public.customers) skipped: source.cursor: column "id" does not exist in public.customers`,
+		`syncd run: source shop.events (table public.events) skipped: source.cursor: column "updated_at" does not exist in public.events`,
+		`syncd run: source shop.nokey (table public.nokey) skipped: it has no primary key and sink.key is not given`,
+		"syncd run: 2 sources synced, 3 tables skipped",
+	} {
+		if !strings.Contains(r.stderr, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, r.stderr)
+		}
+	}
+	sameTable(t, src, dst, "orders", "id")
+	sameTable(t, src, dst, "metrics", "id")
+	for _, name := range []string{"audit_old_copy", "events_copy", "customers_copy", "nokey_copy", "metrics_2026_copy"} {
+		if tableExists(t, dst, name) {
+			t.Fatalf("%s was created: an excluded, skipped or partition table was synced", name)
+		}
+	}
+
+	// status lists each table as its own source, without any DSN variable.
+	r = syncd(t, []string{"SYNCD_STATE=" + state}, "status", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "shop.orders ") || !strings.Contains(r.stdout, "shop.metrics ") {
+		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// --source shop.orders runs that table alone: exit 0, metrics untouched.
+	src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-02 09:00:00+00', 'new' FROM generate_series(301, 320) g`)
+	src.Exec(t, `INSERT INTO metrics SELECT g, '2026-10-02 09:00:00+00'::timestamptz + g * interval '1 s' FROM generate_series(21, 25) g`)
+	r = syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop.orders")
+	if r.code != 0 || strings.Contains(r.stderr, "skipped") {
+		t.Fatalf("run --source shop.orders: exit %d, want 0\n%s", r.code, r.stderr)
+	}
+	sameTable(t, src, dst, "orders", "id")
+	if n := count(t, dst, "SELECT count(*) FROM metrics_copy"); n != 20 {
+		t.Fatalf("--source shop.orders synced metrics too: %d rows, want 20", n)
+	}
+	// --source shop runs every table of the pattern.
+	r = syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop")
+	if r.code != 1 {
+		t.Fatalf("run --source shop: exit %d, want 1 (three tables skipped)\n%s", r.code, r.stderr)
+	}
+	sameTable(t, src, dst, "metrics", "id")
+	if r := syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop.nope"); r.code != 2 || !strings.Contains(r.stderr, `--source "shop.nope"`) {
+		t.Fatalf("run --source shop.nope: exit %d, want 2 naming it\n%s", r.code, r.stderr)
+	}
+
+	// validate shows the expansion and the skipped tables, and exits 1.
+	r = syncd(t, env, "validate", "--config", cfg)
+	if r.code != 1 || !strings.Contains(r.stdout, "shop: pattern public.* matches 2 tables to sync: shop.metrics, shop.orders") ||
+		!strings.Contains(r.stdout, "shop.events: skipped: source.cursor:") || !strings.Contains(r.stdout, "shop.orders: ok") {
+		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// A pattern that matches no table is a config mistake, like a table
+	// that does not exist: exit 2, nothing written.
+	none := writeConfig(t, dir, "none.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), "table: public.*\n", "table: public.zzz_*\n", 1))
+	r = syncd(t, env, "run", "--once", "--config", none, "--state", filepath.Join(dir, "none.db"))
+	if r.code != 2 || !strings.Contains(r.stderr, "none.yaml:5: source.table: pattern public.zzz_* matches no table") {
+		t.Fatalf("a pattern matching nothing: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "none.db")); !os.IsNotExist(err) {
+		t.Fatal("a run whose pattern matches nothing created its state file")
+	}
+
+	// Excluding the tables that cannot be synced makes the run fully ok.
+	cfg = writeConfig(t, dir, "shop.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), `["*_old"]`, `["*_old", events, public.customers, nokey]`, 1))
+	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
+		t.Fatalf("run with the unsyncable tables excluded: exit %d, want 0\n%s", r.code, r.stderr)
+	}
+}
+
+// A table created while the daemon runs is picked up at the pattern's next
+// tick, without a restart or a reload, and copied row by row.
+func TestPatternDaemonPicksUpNewTable(t *testing.T) {
+	src, dst := shopSchema(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "shop.yaml", fmt.Sprintf(shopConfig, "id"))
+	cmd := exec.Command(binary, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
+	cmd.Env = append(os.Environ(), "SYNCD_TEST_SRC="+src.URL, "SYNCD_TEST_DST="+dst.URL)
+	logs := &syncWriter{b: &strings.Builder{}}
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			<-done
+		}
+	})
+	waitFor(t, 30*time.Second, "the first copies", func() bool {
+		return tableExists(t, dst, "orders_copy") && count(t, dst, "SELECT count(*) FROM orders_copy") == 300
+	})
+	src.Exec(t, `CREATE TABLE invoices (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, total numeric)`)
+	src.Exec(t, `INSERT INTO invoices SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 us', g * 1.5 FROM generate_series(1, 77) g`)
+	waitFor(t, 30*time.Second, "the new table's copy", func() bool {
+		return tableExists(t, dst, "invoices_copy") && count(t, dst, "SELECT count(*) FROM invoices_copy") == 77
+	})
+	sameTable(t, src, dst, "invoices", "id")
+	sameTable(t, src, dst, "orders", "id")
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("daemon exit: %v\n%s", err, logs.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the daemon did not stop within 20s of SIGTERM")
+	}
+	if n := strings.Count(logs.String(), `"table_source":"shop.events"`); n != 1 {
+		t.Fatalf("the skipped table was logged %d times, want once (not at every tick):\n%s", n, logs.String())
+	}
+}
+
+// A file of several YAML documents holds several sources, each run.
+func TestMultiDocumentConfig(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	one := orders(t, src, dst, "")
+	two := strings.NewReplacer("name: orders", "name: orders2", "orders_copy", "orders_copy2").Replace(one)
+	cfg := writeConfig(t, dir, "two.yaml", one+"---\n"+two)
+	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	if r.code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	}
+	want := rowsText(t, src, "orders")
+	if got := rowsText(t, dst, "orders_copy"); got != want {
+		t.Fatal("the first document's copy differs from the source")
+	}
+	if got := rowsText(t, dst, "orders_copy2"); got != want {
+		t.Fatal("the second document's copy differs from the source: the second source was not run")
+	}
+	// An error in the second document names its own line in the file.
+	bad := writeConfig(t, dir, "bad.yaml", one+"---\n"+strings.Replace(two, "page_size: 50", "page_size: lots", 1))
+	r = syncd(t, nil, "validate", "--config", bad)
+	if r.code != 2 || !strings.Contains(r.stderr, "bad.yaml:20: source.page_size") {
+		t.Fatalf("bad second document: exit %d, want 2 naming bad.yaml:20\n%s", r.code, r.stderr)
+	}
+}
+
+// syncWriter collects a subprocess's output for reading while it runs.
+type syncWriter struct {
+	mu sync.Mutex
+	b  *strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not happen within %s", what, within)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

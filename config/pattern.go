@@ -1,0 +1,159 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// A pattern source names many tables: its source.table has a * in the table
+// part (public.*, sales.order_*), source.exclude lists patterns it does not
+// take, and its sink.table has a * that each matched table's name replaces.
+// The daemon and the CLI match the pattern against the source catalog and
+// run each matched table as its own source (ForTable).
+
+// IsPattern reports whether source.table is a pattern of tables.
+func (c *Config) IsPattern() bool { return isPattern(c.Source.Table) }
+
+func isPattern(s string) bool {
+	t, err := ParseTable(s)
+	return err == nil && strings.Contains(t.Name, "*")
+}
+
+// Match reports whether the pattern source c takes table t: t is in the
+// pattern's schema, its name matches, and no source.exclude pattern
+// matches it (an exclude without a schema is in the pattern's schema).
+func (c *Config) Match(t Table) bool {
+	p, err := ParseTable(c.Source.Table)
+	if err != nil || p.Schema != t.Schema || !Glob(p.Name, t.Name) {
+		return false
+	}
+	for _, e := range c.Source.Exclude {
+		x := excludeTable(e, p.Schema)
+		if x.Schema == t.Schema && Glob(x.Name, t.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+func excludeTable(e, schema string) Table {
+	x, _ := ParseTable(e)
+	if parts, err := splitQualified(e); err == nil && len(parts) == 1 {
+		x.Schema = schema
+	}
+	return x
+}
+
+// Glob reports whether name matches pattern, where * stands for any run of
+// characters (none included) and every other character for itself.
+func Glob(pattern, name string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == name
+	}
+	if !strings.HasPrefix(name, parts[0]) {
+		return false
+	}
+	name = name[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(name, p)
+		if i < 0 {
+			return false
+		}
+		name = name[i+len(p):]
+	}
+	return len(name) >= len(last) && strings.HasSuffix(name, last)
+}
+
+// MemberName is the name of the source that pattern source name makes for
+// the table called table: NAME.TABLE.
+func MemberName(name, table string) string { return name + "." + table }
+
+// SinkFor is the sink table of the pattern source c for table t: sink.table
+// with its * replaced by t's name.
+func (c *Config) SinkFor(t Table) string {
+	sink, _ := ParseTable(c.Sink.Table)
+	sink.Name = strings.ReplaceAll(sink.Name, "*", t.Name)
+	return sink.String()
+}
+
+// Named is the source of the pattern source c for table t as far as names
+// go (its name, source table and sink table), for commands that read only
+// the state file; ForTable makes the one a run uses.
+func (c *Config) Named(t Table) *Config {
+	n := *c
+	n.Pattern = c.Name
+	n.Name = MemberName(c.Name, t.Name)
+	n.Source.Table = t.String()
+	n.Source.Exclude = nil
+	n.Sink.Table = c.SinkFor(t)
+	return &n
+}
+
+// ForTable returns the source that the pattern source c makes for table t:
+// named NAME.TABLE, reading t, writing sink.table with its * replaced by
+// t's name, keyed by key when sink.key is not given. Everything else (the
+// cursor, the columns, the schedule, the file and its lines) is c's.
+func (c *Config) ForTable(t Table, key []string) (*Config, error) {
+	n := c.Named(t)
+	if !nameRE.MatchString(n.Name) {
+		return nil, fmt.Errorf("its source name %q would not be a valid name (letters, digits, '.', '_' and '-' only, at most 128); exclude it in source.exclude", n.Name)
+	}
+	n.Source.Cursor = slices.Clone(c.Source.Cursor)
+	n.Source.Columns = slices.Clone(c.Source.Columns)
+	n.Sink.Key = slices.Clone(c.Sink.Key)
+	if len(n.Sink.Key) == 0 {
+		if len(key) == 0 {
+			return nil, fmt.Errorf("it has no primary key and sink.key is not given; add a primary key or give sink.key")
+		}
+		n.Sink.Key = slices.Clone(key)
+	}
+	if len(c.Source.Columns) > 0 {
+		for _, col := range n.Sink.Key {
+			if !slices.Contains(c.Source.Columns, col) {
+				return nil, fmt.Errorf("its key column %q is not listed in source.columns", col)
+			}
+		}
+	}
+	return n, nil
+}
+
+// checkPattern checks source.table, source.exclude and sink.table for
+// patterns: a * only in the table part, in sink.table only with a pattern
+// source.table, and then exactly one.
+func (c *Config) checkPattern() error {
+	src, _ := ParseTable(c.Source.Table)
+	if strings.Contains(src.Schema, "*") {
+		return c.Errorf("source.table", "%q: a pattern matches tables of one schema; write schema.pattern, for example public.*", c.Source.Table)
+	}
+	pattern := strings.Contains(src.Name, "*")
+	if len(c.Source.Exclude) > 0 && !pattern {
+		return c.Errorf("source.exclude", "only a pattern source.table (such as public.*) takes exclude; remove it or make source.table a pattern")
+	}
+	for i, e := range c.Source.Exclude {
+		key := fmt.Sprintf("source.exclude[%d]", i)
+		x, err := ParseTable(e)
+		if err != nil {
+			return c.Errorf(key, "%v", err)
+		}
+		if strings.Contains(x.Schema, "*") {
+			return c.Errorf(key, "%q: the schema part cannot be a pattern", e)
+		}
+	}
+	sink, _ := ParseTable(c.Sink.Table)
+	if strings.Contains(sink.Schema, "*") {
+		return c.Errorf("sink.table", "%q: the schema part cannot contain *", c.Sink.Table)
+	}
+	stars := strings.Count(sink.Name, "*")
+	switch {
+	case stars > 0 && !pattern:
+		return c.Errorf("sink.table", "%q has a * but source.table %q is one table; make source.table a pattern (such as public.*) or name one sink table", c.Sink.Table, c.Source.Table)
+	case pattern && stars != 1:
+		return c.Errorf("sink.table", "%q: a pattern source.table writes each table to its own copy; put one * where the table's name goes, for example copy.* or public.*_copy", c.Sink.Table)
+	case pattern && c.Sink.Type == SinkCouponGrants:
+		return c.Errorf("source.table", "a coupon_grants sink reads one table; name it instead of a pattern")
+	}
+	return nil
+}

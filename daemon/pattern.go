@@ -1,0 +1,216 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
+	"github.com/syncd/syncd/config"
+)
+
+// patternMetrics are the series of pattern sources, labelled by the
+// pattern source's name (each table's runs have their own series under
+// its own NAME.TABLE).
+type patternMetrics struct {
+	tables *prometheus.GaugeVec // by state: synced, skipped
+	failed *prometheus.GaugeVec
+}
+
+func newPatternMetrics(reg prometheus.Registerer) *patternMetrics {
+	m := &patternMetrics{
+		tables: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_pattern_tables",
+			Help: "Tables a pattern source matched at its last match, by state: synced (each runs as source NAME.TABLE) or skipped (cannot be synced; the log says why).",
+		}, []string{"source", "state"}),
+		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_pattern_match_failed",
+			Help: "1 when the last match of a pattern source against its catalog failed (its tables keep running as they were), else 0.",
+		}, []string{"source"}),
+	}
+	reg.MustRegister(m.tables, m.failed)
+	return m
+}
+
+// expandTimeout bounds one match of a pattern against its catalog.
+const expandTimeout = time.Minute
+
+// pattern is a pattern source (source.table such as public.*): on its
+// schedule, at start and at each reload it is matched against the source
+// catalog again (Options.Expand), each matched table runs as its own
+// source, and a table that no longer matches stops being scheduled.
+type pattern struct {
+	cfg     *config.Config
+	entry   cron.EntryID
+	members map[string]bool   // names of the sources it made
+	skipped map[string]string // table source name -> reason last logged
+	empty   bool              // the last match found no table (logged once)
+	log     *slog.Logger
+}
+
+// addPattern schedules a pattern source and matches it now, in the
+// background (a slow catalog must not hold up the daemon's start).
+func (d *daemon) addPattern(c *config.Config) {
+	p := &pattern{cfg: c, members: map[string]bool{}, skipped: map[string]string{}, log: d.log.With("source", c.Name)}
+	d.pmu.Lock()
+	d.patterns[c.Name] = p
+	d.pmu.Unlock()
+	d.schedulePattern(p)
+	if d.begin() {
+		go func() {
+			defer d.wg.Done()
+			d.expand(c.Name)
+		}()
+	}
+}
+
+func (d *daemon) schedulePattern(p *pattern) {
+	name := p.cfg.Name
+	id, err := d.cron.AddFunc(p.cfg.Schedule, func() {
+		if d.begin() {
+			defer d.wg.Done()
+			d.expand(name)
+		}
+	})
+	if err != nil {
+		p.log.Error("schedule not usable; new tables of this pattern source are not picked up", "schedule", p.cfg.Schedule, "err", err)
+		return
+	}
+	d.pmu.Lock()
+	p.entry = id
+	d.pmu.Unlock()
+}
+
+// removePattern stops a pattern source and every source it made.
+func (d *daemon) removePattern(name string) {
+	d.emu.Lock()
+	defer d.emu.Unlock()
+	d.pmu.Lock()
+	p, ok := d.patterns[name]
+	delete(d.patterns, name)
+	d.pmu.Unlock()
+	if !ok {
+		return
+	}
+	d.cron.Remove(p.entry)
+	d.apply(p, nil)
+	d.pm.tables.DeletePartialMatch(prometheus.Labels{"source": name})
+	d.pm.failed.DeletePartialMatch(prometheus.Labels{"source": name})
+}
+
+// replacePattern gives a pattern source a changed config and matches it again.
+func (d *daemon) replacePattern(c *config.Config) {
+	d.pmu.Lock()
+	p := d.patterns[c.Name]
+	p.cfg = c
+	d.pmu.Unlock()
+	d.cron.Remove(p.entry)
+	d.schedulePattern(p)
+	d.expand(c.Name)
+}
+
+// expand matches the pattern source name against its catalog and applies
+// the result. A catalog that cannot be read leaves the tables as they were.
+func (d *daemon) expand(name string) {
+	d.emu.Lock()
+	defer d.emu.Unlock()
+	d.pmu.Lock()
+	p, ok := d.patterns[name]
+	var cfg *config.Config
+	if ok {
+		cfg = p.cfg
+	}
+	d.pmu.Unlock()
+	if !ok || d.o.Expand == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(d.stopCtx, expandTimeout)
+	members, skipped, err := d.o.Expand(ctx, cfg)
+	cancel()
+	if err != nil {
+		d.pm.failed.WithLabelValues(name).Set(1)
+		p.log.Error("pattern source not matched against its catalog; its tables keep running as they were, and the next tick tries again", "table", cfg.Source.Table, "err", err)
+		return
+	}
+	d.pm.failed.WithLabelValues(name).Set(0)
+	d.pmu.Lock()
+	current := d.patterns[name] == p && p.cfg == cfg
+	d.pmu.Unlock()
+	if !current {
+		return // removed or replaced meanwhile
+	}
+	next := map[string]*config.Config{}
+	for _, m := range members {
+		next[m.Name] = m
+	}
+	reasons := map[string]string{}
+	for _, s := range skipped {
+		reasons[s.Name] = s.String()
+	}
+	d.mu.Lock()
+	for n := range next {
+		if s, taken := d.sources[n]; taken && s.config().Pattern != name {
+			reasons[n] = "source " + n + " skipped: the name is already used by another source; rename one or exclude the table in source.exclude"
+			delete(next, n)
+		}
+	}
+	d.mu.Unlock()
+	// A table's reason is logged when it first appears or changes, not at
+	// every tick; status and validate show it meanwhile.
+	for n, r := range reasons {
+		if p.skipped[n] != r {
+			p.log.Error("a table matched by the pattern cannot be synced and is skipped; fix it or add it to source.exclude", "table_source", n, "reason", r)
+		}
+	}
+	if empty := len(members)+len(skipped) == 0; empty && !p.empty {
+		p.log.Warn("pattern source matches no table; check source.table and source.exclude (new tables are picked up at the next tick)", "table", cfg.Source.Table)
+	}
+	p.empty = len(members)+len(skipped) == 0
+	p.skipped = reasons
+	d.pm.tables.WithLabelValues(name, "synced").Set(float64(len(next)))
+	d.pm.tables.WithLabelValues(name, "skipped").Set(float64(len(reasons)))
+	d.apply(p, next)
+}
+
+// apply makes the sources of pattern p the ones in next: new ones start,
+// changed ones take their new config from their next run, and the ones no
+// longer matched stop being scheduled (a run in flight finishes).
+func (d *daemon) apply(p *pattern, next map[string]*config.Config) {
+	var added, changed, removed []string
+	for n := range p.members {
+		if _, ok := next[n]; ok {
+			continue
+		}
+		d.mu.Lock()
+		s := d.sources[n]
+		delete(d.sources, n)
+		d.mu.Unlock()
+		delete(p.members, n)
+		if s != nil {
+			s.unschedule()
+		}
+		removed = append(removed, n)
+	}
+	for n, c := range next {
+		d.mu.Lock()
+		s, ok := d.sources[n]
+		d.mu.Unlock()
+		switch {
+		case !ok:
+			added = append(added, n)
+			p.members[n] = true
+			d.add(c)
+		case s.update(c):
+			changed = append(changed, n)
+		}
+	}
+	if len(added)+len(changed)+len(removed) == 0 {
+		return
+	}
+	sort.Strings(added)
+	sort.Strings(changed)
+	sort.Strings(removed)
+	p.log.Info("pattern source matched", "table", p.cfg.Source.Table, "added", added, "changed", changed, "removed", removed, "tables", len(p.members))
+}
