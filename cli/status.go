@@ -207,8 +207,9 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			RowsAheadOfClock: s.AheadOfClockRows,
 		}))
 		// Without the DSNs (status loads none) the sink's database is
-		// unknown here; the next run checks the identity in full.
-		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil && c.SecretsLoaded() {
+		// unknown here: CheckIdentity compares every other setting, and
+		// the next run checks them all.
+		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil {
 			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
 		}
 	}

@@ -46,7 +46,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 			if errors.Is(err, config.ErrInvalid) {
 				return err
 			}
-			return fmt.Errorf("source %s: %w", cfg.Name, source.Explain(cfg, err))
+			return sourceErr(cfg.Name, source.Explain(cfg, err))
 		}
 		if err := checkStoredIdentity(cfg, c.state); err != nil {
 			return err
