@@ -52,7 +52,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	// A source that cannot be reached fails later, on its own.
 	kept := cfgs[:0]
 	for _, cfg := range cfgs {
-		_, _, err := check(ctx, cfg, false)
+		_, _, err := check(ctx, cfg, false, c.state)
 		switch {
 		case errors.Is(err, config.ErrInvalid) && cfg.Pattern != "":
 			skipped = append(skipped, skippedBy(cfg, err))

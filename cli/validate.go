@@ -36,7 +36,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	}
 	printExpansion(env, raw, cfgs, skipped)
 	for _, cfg := range cfgs {
-		warnings, table, err := check(ctx, cfg, true)
+		warnings, table, err := check(ctx, cfg, true, c.state)
 		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" {
 			skipped = append(skipped, skippedBy(cfg, err))
 			fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", cfg.Name, oneLine(skippedBy(cfg, err).Reason))
@@ -88,7 +88,7 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 // anything: the table, columns, cursor and tie-breaker in the source, and
 // the copy's columns and key in the sink. With plan it also explains the
 // page query. Config problems come back as config errors (exit 2).
-func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []string, table *source.Table, err error) {
+func check(ctx context.Context, cfg *config.Config, plan bool, state string) (warnings []string, table *source.Table, err error) {
 	src, err := source.Open(ctx, cfg)
 	if err != nil {
 		return nil, nil, err
@@ -139,7 +139,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool) (warnings []strin
 		}
 		defer dst.Close(context.WithoutCancel(ctx))
 		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -186,17 +186,23 @@ func checkStoredIdentity(cfg *config.Config, state string) error {
 // "Schema changes"): a copy column the source no longer has, and a column
 // the next run adds (under schema_changes: evolve; refused under fail),
 // which is left out of the columns returned for dst.Check.
-func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres) ([]page.Column, []string, error) {
+//
+// A column counts as added only once syncd has followed this copy (the
+// state file records the source's columns): a hand-made copy that lacks a
+// source column from the start is refused by dst.Check, as before any run.
+func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres, state string) ([]page.Column, []string, error) {
 	have, err := dst.Columns(ctx)
 	if err != nil || len(have) == 0 {
 		return t.Columns, nil, err
 	}
+	st, _, rerr := watermark.ReadState(state, cfg.Name, 2*time.Second)
+	followed := st.Schema != nil || (rerr != nil && !errors.Is(rerr, os.ErrNotExist))
 	var cols []page.Column
 	var notes, changes []string
 	names := map[string]bool{}
 	for _, col := range t.Columns {
 		names[col.Name] = true
-		if _, ok := have[col.Name]; !ok {
+		if _, ok := have[col.Name]; !ok && followed {
 			changes = append(changes, fmt.Sprintf("column %q (%s) of the source is not in the copy %s", col.Name, col.Type, cfg.Sink.Table))
 			notes = append(notes, changes[len(changes)-1]+": the next run adds it and backfills it (schema_changes: evolve)")
 			continue

@@ -69,6 +69,12 @@ func followSchema(ctx context.Context, o Options, src *source.Reader, dst sink.S
 		// A new copy is created from these columns.
 		return nil, o.Store.Update(c.Name, func(s *watermark.State) error { s.Schema, s.Backfill, s.Dropped = &cur, nil, nil; return nil })
 	}
+	if st.Schema == nil && slices.ContainsFunc(cur.Columns, func(col watermark.SchemaColumn) bool { _, ok := copyCols[col.Name]; return !ok }) {
+		// A copy syncd has not followed yet (made by hand) that lacks a
+		// source column is not a schema change: the copy's check refuses
+		// it, and nothing is recorded until it is fixed.
+		return nil, nil
+	}
 	changes := compareSchema(c, pg.Qualified(), st, cur, copyCols)
 	var kinds, refused, said []string
 	for _, ch := range changes {

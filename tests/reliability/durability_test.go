@@ -225,8 +225,8 @@ func TestDurabilityWhateverTheSinkSettings(t *testing.T) {
 				// synchronous_commit off in every transaction that writes it.
 				for _, q := range []string{
 					`CREATE TABLE copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`,
-					`CREATE FUNCTION lazy() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM set_config('synchronous_commit', 'off', true); RETURN NEW; END$$`,
-					`CREATE TRIGGER lazy BEFORE INSERT OR UPDATE ON copy FOR EACH ROW EXECUTE FUNCTION lazy()`,
+					`CREATE FUNCTION lazy() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM set_config('synchronous_commit', 'off', true); RETURN NULL; END$$`,
+					`CREATE TRIGGER lazy AFTER INSERT OR UPDATE ON copy FOR EACH ROW EXECUTE FUNCTION lazy()`,
 				} {
 					if _, err := sinkDB.Pool.Exec(ctx, q); err != nil {
 						t.Fatalf("%s: %v", q, err)

@@ -291,7 +291,9 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE o_src ADD COLUMN tier text NOT NULL DEFAULT 'gold', DROP COLUMN gone`); err != nil {
 		t.Fatal(err)
 	}
-	r := syncd(t, nil, "validate", "--config", cfg)
+	// validate reads the state file the runs write: a column is "added"
+	// only to a copy syncd has followed.
+	r := syncd(t, nil, "validate", "--config", cfg, "--state", state)
 	if r.Code != 0 || !strings.Contains(r.Stdout, `column "tier" (text) of the source is not in the copy public.o_copy: the next run adds it and backfills it`) ||
 		!strings.Contains(r.Stdout, `column "gone" of the copy public.o_copy is not in the source public.o_src (dropped there?)`) {
 		t.Fatalf("validate: %s", r)
@@ -300,7 +302,7 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	for _, cmd := range []string{"validate", "run"} {
 		r = syncd(t, nil, cmd, "--once", "--config", failCfg, "--state", state)
 		if cmd == "validate" {
-			r = syncd(t, nil, cmd, "--config", failCfg)
+			r = syncd(t, nil, cmd, "--config", failCfg, "--state", state)
 		}
 		if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
 			strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
