@@ -43,6 +43,11 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 			if err := cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
 				t.Fatalf("syncd was not killed mid-campaign: %v\n%s", err, out)
 			}
+			// The killed process's server session may still commit the page
+			// it was writing; count once it has gone.
+			for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'") > 0 && time.Now().Before(deadline.Add(30*time.Second)) {
+				time.Sleep(10 * time.Millisecond)
+			}
 			before := count(t, db, "SELECT count(*) FROM public.coupon_grants")
 			if before <= 0 || before >= int64(len(want)) {
 				t.Fatalf("killed with %d of %d granted; the test wants a campaign midway", before, len(want))

@@ -71,7 +71,11 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 	if !c.SecretsLoaded() {
 		// Loaded without its DSNs (status): the sink's database is unknown
 		// here, every other setting is compared; the next run checks all.
-		changed = slices.DeleteFunc(changed, func(k string) bool { return k == "sink.database" })
+		// A pattern source's default sink.key (the table's primary key)
+		// is unknown too.
+		changed = slices.DeleteFunc(changed, func(k string) bool {
+			return k == "sink.database" || (k == "sink.key" && len(c.Sink.Key) == 0)
+		})
 		if len(changed) == 0 {
 			return nil
 		}
