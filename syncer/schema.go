@@ -86,14 +86,14 @@ func followSchema(ctx context.Context, o Options, src *source.Reader, dst sink.S
 	}
 	switch {
 	case len(refused) > 0:
-		return kinds, fmt.Errorf("source %s: %w: %s", c.Name, ErrSchemaChange, strings.Join(refused, "; "))
+		return kinds, fmt.Errorf("%w: %s", ErrSchemaChange, strings.Join(refused, "; "))
 	case len(changes) > 0 && c.SchemaChanges == config.SchemaFail:
 		loc := c.File
 		if line := c.Lines["schema_changes"]; line > 0 {
 			loc = fmt.Sprintf("%s:%d", c.File, line)
 		}
-		return kinds, fmt.Errorf("source %s: %w: %s; the copy %s was not changed because schema_changes is fail (%s): change the copy by hand, or set schema_changes: evolve for syncd to follow it",
-			c.Name, ErrSchemaChange, strings.Join(said, "; "), c.Sink.Table, loc)
+		return kinds, fmt.Errorf("%w: %s; the copy %s was not changed because schema_changes is fail (%s): change the copy by hand, or set schema_changes: evolve for syncd to follow it",
+			ErrSchemaChange, strings.Join(said, "; "), c.Sink.Table, loc)
 	}
 	var clauses, added, dropped []string
 	for _, ch := range changes {

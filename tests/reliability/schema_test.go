@@ -326,3 +326,36 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		}
 	}
 }
+
+// TestSchemaRefusedChangeNamesSourceOnce: a type change the copy cannot
+// follow (integer narrowed to smallint) stops run --once with exit 1 and one
+// error line that names the source once, the change and the ALTER to run.
+func TestSchemaRefusedChangeNamesSourceOnce(t *testing.T) {
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	if _, err := db.Pool.Exec(ctx, `
+CREATE TABLE n_src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, v integer NOT NULL);
+INSERT INTO n_src SELECT i, now() - interval '1 hour' + i * interval '1 s', i FROM generate_series(1, 50) i`); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "n.yaml", tableConfig{Name: "n", SourceDSN: db.URL, Table: "public.n_src", Cursor: "[updated_at, id]",
+		SinkDSN: db.URL, SinkTable: "public.n_copy", PageSize: 20}.YAML())
+	state := filepath.Join(dir, "state.db")
+	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("first run: %s", r)
+	}
+	if _, err := db.Pool.Exec(ctx, `ALTER TABLE n_src ALTER COLUMN v TYPE smallint`); err != nil {
+		t.Fatal(err)
+	}
+	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	want := `syncd run: source n: source schema changed: column "v" changed type from integer to smallint`
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, want) || strings.Count(r.Stderr, "source n:") != 1 ||
+		!strings.Contains(r.Stderr, `ALTER TABLE "public"."n_copy" ALTER COLUMN "v" TYPE smallint`) ||
+		strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+		t.Fatalf("run after a narrowing: want exit 1 and one line starting %q, got %s", want, r)
+	}
+	if got := copyColumns(t, db.Pool, "n_copy"); got["v"] != "integer" {
+		t.Fatalf("the refused change altered the copy: %v", got)
+	}
+}
