@@ -139,7 +139,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 		}
 		defer dst.Close(context.WithoutCancel(ctx))
 		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -190,7 +190,7 @@ func checkStoredIdentity(cfg *config.Config, state string) error {
 // A column counts as added only once syncd has followed this copy (the
 // state file records the source's columns): a hand-made copy that lacks a
 // source column from the start is refused by dst.Check, as before any run.
-func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres, state string) ([]page.Column, []string, error) {
+func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *sink.Postgres, state string, plan bool) ([]page.Column, []string, error) {
 	have, err := dst.Columns(ctx)
 	if err != nil || len(have) == 0 {
 		return t.Columns, nil, err
@@ -209,7 +209,10 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 		}
 		cols = append(cols, col)
 	}
-	if len(changes) > 0 && cfg.SchemaChanges == config.SchemaFail {
+	// validate refuses it as a config problem; a run leaves it to the
+	// source's own run, which stops that source alone (exit 1, recorded as
+	// failed) while the others go on.
+	if len(changes) > 0 && cfg.SchemaChanges == config.SchemaFail && plan {
 		return nil, nil, cfg.Errorf("schema_changes", "source %s: %s; the copy is not changed because schema_changes is fail: change the copy by hand, or set schema_changes: evolve for syncd to follow",
 			cfg.Name, strings.Join(changes, "; "))
 	}
@@ -222,7 +225,7 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 		}
 		slices.Sort(extra)
 		for _, n := range extra {
-			notes = append(notes, fmt.Sprintf("column %s of the copy %s is not in the source %s (dropped there?): the copy keeps it and rows written get NULL there", n, cfg.Sink.Table, cfg.Source.Table))
+			notes = append(notes, fmt.Sprintf("column %s of the copy %s is not in the source %s (dropped there?): the copy keeps it: new rows get NULL there, updated rows keep their last value", n, cfg.Sink.Table, cfg.Source.Table))
 		}
 	}
 	return cols, notes, nil

@@ -299,14 +299,20 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		t.Fatalf("validate: %s", r)
 	}
 	failCfg := writeFile(t, dir, "o.yaml", base+"schema_changes: fail\n")
-	for _, cmd := range []string{"validate", "run"} {
-		r = syncd(t, nil, cmd, "--once", "--config", failCfg, "--state", state)
-		if cmd == "validate" {
-			r = syncd(t, nil, cmd, "--config", failCfg, "--state", state)
-		}
-		if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
-			strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
-			t.Fatalf("%s under fail: %s", cmd, r)
+	r = syncd(t, nil, "validate", "--config", failCfg, "--state", state)
+	if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
+		strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
+		t.Fatalf("validate under fail: %s", r)
+	}
+	// The run stops this source alone: exit 1, one line naming the change,
+	// and the state says the source failed.
+	r = syncd(t, nil, "run", "--once", "--config", failCfg, "--state", state)
+	if last := lines(r.Stderr); r.Code != 1 || !strings.Contains(last[len(last)-1], `column "tier" (text) was added`) || !strings.Contains(last[len(last)-1], "schema_changes is fail") {
+		t.Fatalf("run under fail: %s", r)
+	}
+	for _, s := range status(t, failCfg, state).Sources {
+		if s.Name == "o" && s.LastStatus != "failed" {
+			t.Fatalf("status after the refused run: %q, want failed", s.LastStatus)
 		}
 	}
 	if got := copyColumns(t, db.Pool, "o_copy"); len(got) != 4 || got["tier"] != "" {
