@@ -283,7 +283,7 @@ func PrintStatus(env *Env, st Status, asJSON bool) error {
 		}
 		printOutside(env, s)
 		if len(s.DroppedColumns) > 0 {
-			fmt.Fprintf(env.Stdout, "%s: column %s dropped from the source; the copy keeps it and rows written since have NULL there\n",
+			fmt.Fprintf(env.Stdout, "%s: column %s dropped from the source; the copy keeps it; rows inserted since have NULL there, rows updated since keep their last value\n",
 				s.Name, strings.Join(s.DroppedColumns, ", "))
 		}
 		if b := s.Backfill; b != nil {

@@ -206,7 +206,7 @@ func compareSchema(c *config.Config, copyName string, st watermark.State, cur wa
 				continue // renamed, above
 			}
 			out = append(out, schemaChange{kind: ChangeColumnDropped, column: p.Name,
-				say: fmt.Sprintf("column %q was dropped from %s; the copy keeps it and rows written from now on have NULL there", p.Name, c.Source.Table),
+				say: fmt.Sprintf("column %q was dropped from %s; the copy keeps it; rows inserted from now on have NULL there, rows updated keep their last value", p.Name, c.Source.Table),
 				// The copy may have taken NOT NULL from the source.
 				clause: "ALTER COLUMN " + pgutil.Ident(p.Name) + " DROP NOT NULL"})
 		}
