@@ -91,6 +91,10 @@ type Result struct {
 	OutsideWritten   int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
+	// lookbackBound is the run's read bound when it sees every writer
+	// (trustedBound), stored for the next run's start when the run ends
+	// without error.
+	lookbackBound string
 	// SchemaChanges lists the kinds of the source schema changes the run
 	// found before reading (followed, or refused when err says so).
 	SchemaChanges []string
@@ -135,6 +139,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		if err == nil && res.CaughtUp.After(st.CaughtUp) {
 			st.CaughtUp = res.CaughtUp
+		}
+		if err == nil {
+			// Read every page from its start to its end (idle.go).
+			st.LookbackBound = ""
+			if st.Cursor != nil {
+				st.LookbackBound = res.lookbackBound
+			}
 		}
 		return nil
 	})
@@ -226,6 +237,13 @@ func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
 
 	pos, err := startPosition(c, src.Table, st)
 	if err != nil {
+		return res, err
+	}
+	// The lookback window is re-read only as far back as a row the last
+	// run could not see can lie (idle.go).
+	pos = lookbackStart(st, pos)
+	res.lookbackBound = trustedBound(c, src.Table, bound)
+	if err := lowerLookbackBound(o.Store, c.Name, st, res.lookbackBound); err != nil {
 		return res, err
 	}
 	// Rows at or past the bound wait for a later run, so the watermark never

@@ -62,6 +62,15 @@ type State struct {
 	BoundHolderPID   int32     `json:"bound_holder_pid,omitempty"`
 	BoundHolderApp   string    `json:"bound_holder_application,omitempty"`
 	BoundHolderSince time.Time `json:"bound_holder_since,omitzero"`
+	// LookbackBound is the read bound, as text of the first cursor
+	// column's type, of the last run that read everything from its start
+	// to its end below a bound that sees every writer; "" when unknown (a
+	// state written before syncd recorded it, bound: off, a role that
+	// cannot see other roles, a standby, a run held at the watermark). Any
+	// row that run could not see is stamped at or after it minus lookback,
+	// so the next run re-reads from the earlier of the watermark and that
+	// point instead of the watermark minus lookback (docs/WATERMARK.md).
+	LookbackBound string `json:"lookback_bound,omitempty"`
 
 	// CaughtUp is the point up to which the copy was last known to hold
 	// every committed source row: the read bound of the last run that
