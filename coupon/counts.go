@@ -7,18 +7,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/plan"
 )
 
 // Counts compares the grants of a campaign with its frozen targets.
-type Counts struct {
-	Targets int64 // frozen targets
-	Granted int64 // grants of the campaign
-	Missing int64 // targets without a grant
-	Extra   int64 // grants whose key is not a target
-}
-
-// Reconciled reports whether the granted keys equal the targets.
-func (c Counts) Reconciled() bool { return c.Missing == 0 && c.Extra == 0 }
+type Counts = plan.Counts
 
 // match renders "a.k1 = b.k1 AND a.k2 = b.k2".
 func (g *Grants) match(a, b string) string {

@@ -75,16 +75,6 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		if err != nil {
 			return Campaign{}, err
 		}
-		if ok && mutation == "asof_now" && attempt == 1 {
-			// Mutation: a re-run recomputes as_of (and the targets) with now().
-			if _, err := g.conn.Exec(ctx, "DELETE FROM "+g.t.targets+" WHERE campaign_id = $1", g.campaign); err != nil {
-				return Campaign{}, err
-			}
-			if _, err := g.conn.Exec(ctx, "DELETE FROM "+g.t.campaigns+" WHERE campaign_id = $1", g.campaign); err != nil {
-				return Campaign{}, err
-			}
-			continue
-		}
 		if ok {
 			if err := g.checkUnchanged(c, srcTable); err != nil {
 				return Campaign{}, err
@@ -112,10 +102,8 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		if !froze {
 			continue
 		}
-		if mutation != "no_analyze" {
-			if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
-				return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
-			}
+		if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
+			return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
 		}
 		c, _, err = g.Load(ctx)
 		c.Frozen = true
@@ -335,7 +323,7 @@ func (g *Grants) analyzeIfNever(ctx context.Context) error {
 	if err := g.conn.QueryRow(ctx, "SELECT reltuples < 0 FROM pg_class WHERE oid = to_regclass($1)", g.t.targets).Scan(&never); err != nil {
 		return fmt.Errorf("read statistics of %s: %w", g.t.targets, err)
 	}
-	if !never || mutation == "no_analyze" {
+	if !never {
 		return nil
 	}
 	if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {

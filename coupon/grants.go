@@ -11,6 +11,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/sink"
 )
 
@@ -23,6 +24,8 @@ type Grants struct {
 	t        tables
 	keys     []page.Column // the key columns, in sink.key order
 	keyIdx   []int         // their positions in a page's rows
+	written  int64         // new grants made through this sink
+	test     *plan.TestSignals
 
 	grantSQL, progressSQL, pageSQL, firstSQL string
 }
@@ -96,10 +99,8 @@ func (g *Grants) build() {
 		arrays[i] = fmt.Sprintf("$%d::text[]::%s[]", i+2, k.Type)
 	}
 	g.grantSQL = "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " +
-		pgutil.IdentList("u.", names) + ", now() FROM unnest(" + strings.Join(arrays, ", ") + ") AS u(" + list + ")"
-	if mutation != "no_on_conflict" {
-		g.grantSQL += " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
-	}
+		pgutil.IdentList("u.", names) + ", now() FROM unnest(" + strings.Join(arrays, ", ") + ") AS u(" + list + ")" +
+		" ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
 
 	// The progress cursor never moves back: a second run at once that is
 	// behind leaves the stored cursor alone.
@@ -118,14 +119,10 @@ func (g *Grants) build() {
 		after[i] = g.cast(i+2, i)
 		cols[i] = pgutil.Ident(names[i])
 	}
-	op := " > "
-	if mutation == "keyset_gte" {
-		op = " >= "
-	}
 	sel := "SELECT " + list + " FROM " + g.t.targets + " WHERE campaign_id = $1"
 	order := " ORDER BY " + list + " LIMIT "
 	g.firstSQL = sel + order
-	g.pageSQL = sel + " AND " + keyTuple(cols) + op + keyTuple(after) + order
+	g.pageSQL = sel + " AND " + keyTuple(cols) + " > " + keyTuple(after) + order
 }
 
 // keysOf returns the key values of a page as one text array per key column,
@@ -143,10 +140,6 @@ func (g *Grants) keysOf(p page.Page) ([][]string, []string) {
 	}
 	return arrays, last
 }
-
-// beforeCommit, when set by a test, runs inside each page's transaction just
-// before the commit; an error rolls the page back as a crash would.
-var beforeCommit func(ctx context.Context) error
 
 // Apply grants the page's keys in one transaction together with the
 // campaign's progress cursor: INSERT ... ON CONFLICT (campaign_id, key) DO
@@ -167,12 +160,6 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	for _, v := range last {
 		progressArgs = append(progressArgs, v)
 	}
-	if mutation == "progress_first" {
-		// Mutation: the progress is committed on its own before the grants.
-		if _, err := g.conn.Exec(ctx, g.progressSQL, progressArgs...); err != nil {
-			return sink.Result{}, fmt.Errorf("save progress of campaign %s: %w", g.campaign, err)
-		}
-	}
 	var res sink.Result
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
 		// One round trip. The state file follows this commit, and a run
@@ -184,21 +171,20 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 			res.Written = tag.RowsAffected()
 			return nil
 		})
-		if mutation != "progress_first" {
-			b.Queue(g.progressSQL, progressArgs...)
-		}
+		b.Queue(g.progressSQL, progressArgs...)
 		b.Queue(pgutil.DurableSQL)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert grants and save progress: %w", err)
 		}
-		if beforeCommit != nil {
-			return beforeCommit(ctx)
+		if g.test != nil && g.test.BeforeCommit != nil {
+			return g.test.BeforeCommit(ctx)
 		}
 		return nil
 	})
 	if err != nil {
 		return sink.Result{}, fmt.Errorf("grant page of campaign %s into %s: %w", g.campaign, g.t.grantsName, err)
 	}
+	g.written += res.Written
 	return res, nil
 }
 

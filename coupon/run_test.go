@@ -13,6 +13,7 @@ import (
 
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -100,22 +101,21 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 
 // TestFailedPageLeavesNoTrace: a page whose transaction fails (as a crash
 // before the commit would) leaves neither its grants nor its progress nor
-// its watermark; the next run grants it. Not parallel: the hook it sets is
-// seen by every sink in the process.
+// its watermark; the next run grants it.
 func TestFailedPageLeavesNoTrace(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	const size = 500
 	db, want, cfg, store := campaignSetup(t, size)
 	calls := 0
-	coupon.SetBeforeCommit(func(context.Context) error {
+	crash := &plan.TestSignals{BeforeCommit: func(context.Context) error {
 		calls++
 		if calls == 3 {
 			return errors.New("injected crash before the commit of page 3")
 		}
 		return nil
-	})
-	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
-	coupon.SetBeforeCommit(nil)
+	}}
+	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: crash})
 	if err == nil || !strings.Contains(err.Error(), "injected crash") {
 		t.Fatalf("run with a failing page 3: err %v; want the injected crash", err)
 	}

@@ -7,10 +7,24 @@ package sink
 import (
 	"context"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/page"
 )
 
 // Sink receives the pages of one source.
+//
+// Beyond these methods a sink may declare optional capabilities, which the
+// run loop looks for and the conformance suite (package sinktest) checks
+// against what each sink's harness says it has:
+//   - Deferred: Apply may return before its commit is durable; the run
+//     writes a page's watermark only once Durable counts the page, and
+//     calls Flush when the run ends.
+//   - BinaryWriter: the sink takes pages of binary values when it says so
+//     after Prepare, and the source then reads binary.
+//   - LockHolder: the sink's own session holds the run lock, so that the
+//     lock is lost exactly when the sink's connection is.
+//   - SourceSchemaUser: the sink is given the source's types and checks
+//     before Prepare.
 type Sink interface {
 	// Prepare checks the destination against the selected source columns and
 	// creates it when it does not exist.
@@ -29,4 +43,24 @@ type Result struct {
 	Written int64
 	// Deleted is the number of rows removed (soft deletes).
 	Deleted int64
+}
+
+// LockHolder is implemented by a sink whose own connection should hold the
+// run lock (runlock.Acquire): a run that loses the sink's session loses the
+// lock with it, and a lock held elsewhere cannot outlive the writes it
+// guards. Conn is the session Apply writes on; it stays the same from
+// Prepare to Close.
+type LockHolder interface {
+	Conn() *pgx.Conn
+}
+
+var _ LockHolder = (*Postgres)(nil)
+
+// LockConn is s's connection when s is a LockHolder, else nil (the run lock
+// then opens its own connection).
+func LockConn(s Sink) *pgx.Conn {
+	if h, ok := s.(LockHolder); ok {
+		return h.Conn()
+	}
+	return nil
 }

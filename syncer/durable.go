@@ -24,6 +24,9 @@ type marks struct {
 	// done is called for each page, in order, once its watermark is
 	// written (or, behind the watermark, once it is durable).
 	done func(k mark, saved []string)
+	// record, when set, is applied to the state with every watermark
+	// written (plan.Plan.Record).
+	record func(st *watermark.State)
 	// last is when the watermark was last written: while a run streams
 	// asynchronously committed pages, it is written at most every saveEvery
 	// (each write is two fsyncs), and always when the run ends.
@@ -108,6 +111,9 @@ func (m *marks) saveUpTo(durable int64) error {
 			if last != nil {
 				st.Cursor = last
 				st.From = ""
+				if m.record != nil {
+					m.record(st)
+				}
 			}
 			st.TotalRows += rows
 			st.TotalRead += read

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/watermark"
 )
@@ -45,7 +46,7 @@ func IdentityOf(c *config.Config) watermark.Identity {
 	if s["source.columns"] == "" {
 		s["source.columns"] = "*"
 	}
-	if c.Sink.Type == config.SinkCouponGrants {
+	if kind.IsCampaign(c) {
 		s["sink.campaign"] = c.Sink.Campaign
 	}
 	raw, _ := json.Marshal(s) // map keys are sorted: the same settings give the same bytes
@@ -91,7 +92,7 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 	if len(diff) == 0 {
 		diff = append(diff, "settings this syncd cannot name")
 	}
-	if c.Sink.Type == config.SinkCouponGrants {
+	if kind.IsCampaign(c) {
 		return c.Errorf(key, "campaign %s of source %s was started with other settings (%s; recorded in %s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
 			c.Sink.Campaign, c.Name, strings.Join(diff, "; "), statePath)
 	}
@@ -103,17 +104,13 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 // stored one differs (none yet, an old state, a state without watermark or
 // a new campaign). CheckIdentity has passed, so the watermark, if any, is
 // the one these settings continue from.
-func adoptIdentity(store *watermark.Store, c *config.Config) error {
+func adoptIdentity(store *watermark.Store, c *config.Config, st watermark.State) error {
 	id := IdentityOf(c)
-	st, _, err := store.Get(c.Name)
-	if err != nil {
-		return err
-	}
 	if st.Identity != nil && st.Identity.Fingerprint == id.Fingerprint {
 		return nil
 	}
 	return store.Update(c.Name, func(st *watermark.State) error {
-		if c.Sink.Type == config.SinkCouponGrants && st.Campaign != "" && st.Campaign != c.Sink.Campaign {
+		if kind.IsCampaign(c) && st.Campaign != "" && st.Campaign != c.Sink.Campaign {
 			// A new campaign: its first granted page records it (and binds
 			// the identity); until then the old one's progress is not shown.
 			st.Cursor, st.From, st.TotalRows, st.Campaign = nil, "", 0, ""
@@ -129,7 +126,7 @@ func adoptIdentity(store *watermark.Store, c *config.Config) error {
 // source from a different source.
 func LockTarget(c *config.Config) runlock.Target {
 	w := tableText(c.Sink.Table)
-	if c.Sink.Type == config.SinkCouponGrants {
+	if kind.IsCampaign(c) {
 		w += " campaign " + c.Sink.Campaign
 	}
 	return runlock.Target{Source: c.Name, Writes: w, Identity: IdentityOf(c).Fingerprint}
@@ -143,7 +140,7 @@ func hasWatermark(st watermark.State) bool {
 // newCampaign reports whether c is a coupon campaign other than the one
 // the stored identity belongs to.
 func newCampaign(c *config.Config, old *watermark.Identity) bool {
-	return c.Sink.Type == config.SinkCouponGrants && old.Settings["sink.type"] == config.SinkCouponGrants &&
+	return kind.IsCampaign(c) && old.Settings["sink.type"] == c.Sink.Type &&
 		old.Settings["sink.campaign"] != c.Sink.Campaign
 }
 

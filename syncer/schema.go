@@ -47,7 +47,7 @@ type schemaChange struct {
 // rows; it refuses a change that could leave the copy wrong. Under fail it
 // refuses every change and alters nothing. It returns the kinds of the
 // changes it found.
-func followSchema(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, log *slog.Logger) ([]string, error) {
+func followSchema(ctx context.Context, o Options, st watermark.State, src *source.Reader, dst sink.Sink, log *slog.Logger) ([]string, error) {
 	pg, ok := dst.(*sink.Postgres)
 	if !ok {
 		return nil, nil
@@ -58,10 +58,6 @@ func followSchema(ctx context.Context, o Options, src *source.Reader, dst sink.S
 		return nil, err
 	}
 	copyCols, err := pg.Columns(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, _, err := o.Store.Get(c.Name)
 	if err != nil {
 		return nil, err
 	}

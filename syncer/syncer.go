@@ -15,7 +15,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
@@ -43,6 +44,9 @@ type Options struct {
 	// ProgressEvery is how often a long run logs its progress
 	// (DefaultProgressEvery when zero).
 	ProgressEvery time.Duration
+	// Test, nil in production, lets a test act at moments inside a run
+	// that no callback above reaches (inside a page's transaction).
+	Test *plan.TestSignals
 }
 
 // PageStats says what one committed page did.
@@ -72,9 +76,9 @@ type Result struct {
 	HeldBack   time.Duration
 	Holder     source.Holder
 	BoundBlind bool
-	// Campaign holds a coupon campaign's counts (sink type coupon_grants),
-	// also when the run failed; nil for other sinks.
-	Campaign *coupon.Stats
+	// Campaign holds a campaign's counts (sink type coupon_grants), also
+	// when the run failed; nil for other sinks.
+	Campaign *plan.CampaignStats
 	// CaughtUp, set when the run caught up, is the point up to which the
 	// copy holds every committed source row: Bound, or without a bound the
 	// source's clock when the run began reading (see watermark.State).
@@ -167,186 +171,216 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	return res, err
 }
 
+// runner is one run in progress: what it opened, in the order it opened
+// it, and what it did so far.
+type runner struct {
+	o   Options
+	c   *config.Config
+	log *slog.Logger
+	st  watermark.State // the source's state, read once when the run starts
+	res Result
+
+	rd    plan.Reader
+	dst   sink.Sink
+	hooks plan.Hooks   // nil: nothing before the first page or after the last
+	plan  *plan.Plan   // nil: a table copy
+	table *tableReader // nil: a plan's own reader
+	lock  *runlock.Lock
+	wm    *marks
+	// keepMarks is set when writing a watermark failed: the run ends at
+	// once, without the final flush.
+	keepMarks bool
+	closers   []func(context.Context) // undone in reverse when the run ends
+}
+
+// run is one run: open (source, bound, sink, lock, prepare), the page
+// loop, then finish (outside pass, final flush, the kind's after hook).
 func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
-	c := o.Config
-	var res Result
-	st, _, err := o.Store.Get(c.Name)
+	r := &runner{o: o, c: o.Config, log: log}
+	defer r.close(context.WithoutCancel(ctx))
+	read, err := r.open(ctx)
 	if err != nil {
-		return res, err
+		return r.result(), err
+	}
+	if !read {
+		return r.finish(ctx, nil)
+	}
+	return r.finish(ctx, r.loop(ctx))
+}
+
+// open reads the state, refuses a watermark computed for other settings,
+// and opens the run for the source's kind of sink. read is false when the
+// run has nothing to read (a bound below the watermark).
+func (r *runner) open(ctx context.Context) (read bool, err error) {
+	c := r.c
+	if r.st, _, err = r.o.Store.Get(c.Name); err != nil {
+		return false, err
 	}
 	// A watermark computed for other settings is refused before anything
 	// is read or written.
-	if err := CheckIdentity(c, st, o.Store.Path()); err != nil {
-		return res, err
+	if err := CheckIdentity(c, r.st, r.o.Store.Path()); err != nil {
+		return false, err
 	}
-	if c.Sink.Type == config.SinkCouponGrants {
-		return runCampaign(ctx, o, log)
-	}
-	src, err := source.Open(ctx, c)
+	k, err := kind.Of(c)
 	if err != nil {
-		return res, err
+		return false, err
 	}
-	defer src.Close(context.WithoutCancel(ctx))
-	bound, err := readBound(ctx, src, c, log)
-	if err != nil {
-		return res, err
+	if k.OpenPlan != nil {
+		return true, r.openPlan(ctx, k)
 	}
-	res.Bound, res.BoundAt, res.HeldBack, res.Holder, res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
-	// Enum labels read after the bound include every label a row under it
-	// uses; Prepare adds the missing ones to the copy's enums.
-	if err := src.RefreshTypes(ctx); err != nil {
-		return res, err
-	}
-	caughtUp := bound.At
-	if caughtUp.IsZero() {
-		if caughtUp, err = sourceClock(ctx, src); err != nil {
-			return res, err
-		}
-	}
-	dst, err := openSink(ctx, c)
-	if err != nil {
-		return res, err
-	}
-	defer dst.Close(context.WithoutCancel(ctx))
-	lock, err := runlock.Acquire(ctx, sinkConn(dst), c.Sink.DSN, LockTarget(c))
-	if err != nil {
-		return res, err
-	}
-	defer lock.Release(context.WithoutCancel(ctx))
-	if err := checkCopyNotLost(ctx, sinkConn(dst), c, st, o.Store.Path()); err != nil {
-		return res, err
-	}
-	if err := adoptIdentity(o.Store, c); err != nil {
-		return res, err
-	}
-	if u, ok := dst.(sink.SourceSchemaUser); ok {
-		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
-	}
-	if res.SchemaChanges, err = followSchema(ctx, o, src, dst, log); err != nil {
-		return res, err
-	}
-	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
-		return res, err
-	}
-	if conn := sinkConn(dst); conn != nil {
-		sink.WarnFsync(ctx, conn, c.Sink.DSN, log)
-	}
-	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
-		src.UseBinary()
-	}
+	return r.openTable(ctx, k)
+}
 
-	pos, err := startPosition(c, src.Table, st)
+// openPlan opens a run that reads its own pages (a campaign): the run lock
+// on its own connection first, then the plan, then its before hook.
+func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
+	if err := r.acquire(ctx, nil); err != nil {
+		return err
+	}
+	// The state file records the identity (a campaign's binds from its
+	// first granted page on, see plan.Plan.Record), so that a sink.table
+	// moved to another schema is refused by the next run.
+	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
+		return err
+	}
+	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test})
 	if err != nil {
-		return res, err
+		return err
 	}
-	// The lookback window is re-read only as far back as a row the last
-	// run could not see can lie (idle.go).
-	pos = lookbackStart(st, pos)
-	res.lookbackBound = trustedBound(c, src.Table, bound)
-	if err := lowerLookbackBound(o.Store, c.Name, st, res.lookbackBound); err != nil {
-		return res, err
+	r.plan, r.rd, r.dst, r.hooks = p, p.Reader, p.Sink, p.Hooks
+	r.closers = append(r.closers, func(ctx context.Context) { _ = p.Sink.Close(ctx) })
+	if p.Close != nil {
+		r.closers = append(r.closers, p.Close)
 	}
-	// Rows at or past the bound wait for a later run, so the watermark never
-	// passes a transaction that may still commit. A bound below the
-	// watermark reads nothing new and leaves the watermark where it is.
-	pos, read := boundPosition(pos, st, bound, &res)
-	if bound.Hold {
-		caughtUp = time.Time{} // nothing past the watermark is read: not caught up
+	r.wm = r.newMarks(nil, p.Record)
+	if r.hooks == nil {
+		return nil
 	}
-	// While re-reading the lookback window the cursor is behind the stored
-	// watermark; the watermark must not move back, so it is held until a
-	// page ends past it.
-	behind := st.Cursor != nil && pos.After == nil
-	prog := startProgress(ctx, o, log, src, pos, st)
-	defer prog.stop()
-	fetch := &prefetcher{src: src, limit: c.Source.PageSize}
-	defer fetch.wait() // before src.Close (deferred above)
+	return r.hooks.Before(ctx)
+}
+
+// acquire takes the run lock on conn (nil: its own connection).
+func (r *runner) acquire(ctx context.Context, conn *pgx.Conn) error {
+	lock, err := runlock.Acquire(ctx, conn, r.c.Sink.DSN, LockTarget(r.c))
+	if err != nil {
+		return err
+	}
+	r.lock = lock
+	r.closers = append(r.closers, func(ctx context.Context) { lock.Release(ctx) })
+	return nil
+}
+
+// newMarks writes the watermark of each committed page and reports it.
+func (r *runner) newMarks(prog *progress, record func(*watermark.State)) *marks {
 	// A page is reported (OnPage, the "page applied" line) once its
 	// watermark is written, in page order.
-	wm := newMarks(o.Store, c.Name, dst, func(k mark, saved []string) {
-		prog.add(int64(k.rows))
-		if o.OnPage != nil {
-			o.OnPage(PageStats{Rows: int64(k.rows), Written: k.written, Deleted: k.deleted, Cursor: saved})
+	wm := newMarks(r.o.Store, r.c.Name, r.dst, func(k mark, saved []string) {
+		if prog != nil {
+			prog.add(int64(k.rows))
 		}
-		log.Debug("page applied", "page", k.page, "rows", k.rows, "written", k.written, "cursor", k.last)
+		if r.o.OnPage != nil {
+			r.o.OnPage(PageStats{Rows: int64(k.rows), Written: k.written, Deleted: k.deleted, Cursor: saved})
+		}
+		r.log.Debug("page applied", "page", k.page, "rows", k.rows, "written", k.written, "cursor", k.last)
 	})
-	// done ends the run however it ends: every page committed so far
-	// becomes durable and gets its watermark, as if each had been written
-	// right after its commit (only a killed process leaves the watermark a
-	// few pages behind, which the next run re-applies harmlessly).
-	done := func(err error) (Result, error) {
-		if err == nil {
-			// Caught up: copy the rows the cursor cannot reach before the
-			// final flush, so their pages become durable with the others.
-			fetch.wait()
-			err = copyOutside(ctx, o, src, dst, lock, log, &res)
-		}
-		ferr := wm.flush(ctx)
-		res.Cursor = wm.saved
-		if ferr != nil && err == nil {
-			return res, ferr
-		}
-		if err == nil {
-			res.CaughtUp = caughtUp
-		}
-		return res, err
-	}
-	for read {
+	wm.record = record
+	return wm
+}
+
+// loop applies the reader's pages to the sink, each in one transaction,
+// and writes each page's watermark after its commit, until a short page,
+// a stop or an error.
+func (r *runner) loop(ctx context.Context) error {
+	limit := r.c.Source.PageSize
+	for {
 		select {
-		case <-o.Stop:
-			res.Stopped = true
-			return done(ErrStopped)
+		case <-r.o.Stop:
+			r.res.Stopped = true
+			return ErrStopped
 		default:
 		}
 		if err := ctx.Err(); err != nil {
-			return done(fmt.Errorf("sync %s: %w", c.Name, err))
+			return fmt.Errorf("sync %s: %w", r.c.Name, err)
 		}
-		p, err := fetch.read(ctx, pos)
+		p, behind, err := r.rd.Next(ctx, limit)
 		if err != nil {
-			return done(err)
+			return err
 		}
 		if p.Len() == 0 {
-			return done(nil)
+			return nil
 		}
-		next := source.Position{After: p.Last, Before: pos.Before}
-		if !behind && p.Len() == c.Source.PageSize {
-			fetch.ahead(ctx, next) // while this page is written
-		}
-		if err := lock.Check(ctx); err != nil {
-			return done(err)
+		if err := r.lock.Check(ctx); err != nil {
+			return err
 		}
 		// The page in flight commits even when ctx is cancelled meanwhile:
 		// a cancelled COPY would only roll back and repeat the work.
-		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
+		ar, err := r.dst.Apply(context.WithoutCancel(ctx), p)
 		if err != nil {
-			return done(err)
+			return err
 		}
-		res.Pages++
-		res.Rows += int64(p.Len())
-		res.Written += ar.Written
-		res.Deleted += ar.Deleted
-		if o.AfterCommit != nil {
-			if err := o.AfterCommit(res.Pages); err != nil {
-				return done(err) // the pages before this one keep their watermark
+		r.res.Pages++
+		r.res.Rows += int64(p.Len())
+		r.res.Written += ar.Written
+		r.res.Deleted += ar.Deleted
+		if r.o.AfterCommit != nil {
+			if err := r.o.AfterCommit(r.res.Pages); err != nil {
+				return err // the pages before this one keep their watermark
 			}
 		}
-		if behind {
-			less, err := src.Less(ctx, st.Cursor, p.Last)
-			if err != nil {
-				return done(err)
-			}
-			behind = !less
+		if err := r.wm.committed(p, r.res.Pages, ar, !behind); err != nil {
+			r.keepMarks = true
+			return err
 		}
-		if err := wm.committed(p, res.Pages, ar, !behind); err != nil {
-			return res, err
+		r.res.Cursor = r.wm.saved
+		if p.Len() < limit {
+			return nil
 		}
-		res.Cursor = wm.saved
-		if p.Len() < c.Source.PageSize {
-			return done(nil)
-		}
-		pos = next
 	}
-	return done(nil)
+}
+
+// finish ends the run however it ends: every page committed so far
+// becomes durable and gets its watermark, as if each had been written
+// right after its commit (only a killed process leaves the watermark a few
+// pages behind, which the next run re-applies harmlessly). A run that
+// caught up first copies the rows the cursor cannot reach (a table copy),
+// and afterwards runs the kind's after hook (a campaign's final count).
+func (r *runner) finish(ctx context.Context, err error) (Result, error) {
+	if r.keepMarks {
+		return r.result(), err
+	}
+	if err == nil && r.table != nil {
+		// Caught up: copy the rows the cursor cannot reach before the
+		// final flush, so their pages become durable with the others.
+		r.table.fetch.wait()
+		err = copyOutside(ctx, r.o, r.table.src, r.dst, r.lock, r.log, &r.res)
+	}
+	ferr := r.wm.flush(ctx)
+	r.res.Cursor = r.wm.saved
+	if ferr != nil && err == nil {
+		return r.result(), ferr
+	}
+	if err == nil && r.hooks != nil {
+		err = r.hooks.After(ctx)
+	}
+	if err == nil && r.table != nil {
+		r.res.CaughtUp = r.table.caughtUp
+	}
+	return r.result(), err
+}
+
+// result is what the run did so far, with a campaign's numbers.
+func (r *runner) result() Result {
+	if r.plan != nil {
+		r.res.Campaign = r.plan.Campaign
+	}
+	return r.res
+}
+
+// close releases what the run opened, in reverse order.
+func (r *runner) close(ctx context.Context) {
+	for i := len(r.closers) - 1; i >= 0; i-- {
+		r.closers[i](ctx)
+	}
 }
 
 // startPosition turns the stored state into where the first page starts.
@@ -364,21 +398,4 @@ func startPosition(c *config.Config, t *source.Table, st watermark.State) (sourc
 		return source.Position{AtLeast: st.From, Lookback: c.Source.Lookback.Duration}, nil
 	}
 	return source.Position{}, nil
-}
-
-// sinkConn is the sink's own connection when it has one, so that the run
-// lock is lost exactly when the sink's connection is.
-func sinkConn(s sink.Sink) *pgx.Conn {
-	if c, ok := s.(interface{ Conn() *pgx.Conn }); ok {
-		return c.Conn()
-	}
-	return nil
-}
-
-func openSink(ctx context.Context, c *config.Config) (sink.Sink, error) {
-	switch c.Sink.Type {
-	case config.SinkPostgres:
-		return sink.OpenPostgres(ctx, c)
-	}
-	return nil, c.Errorf("sink.type", "sink type %q is not supported by this build", c.Sink.Type)
 }

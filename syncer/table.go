@@ -1,0 +1,166 @@
+package syncer
+
+import (
+	"context"
+	"time"
+
+	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+)
+
+// tableReader is the page reader of a table copy: keyset pages of the
+// source table below the run's bound, one page read ahead while the
+// previous one is written.
+type tableReader struct {
+	src   *source.Reader
+	fetch *prefetcher
+	pos   source.Position
+	// behindOf is the stored watermark while the run re-reads the lookback
+	// window behind it (nil once a page ended past it): the watermark must
+	// not move back, so it is held until then.
+	behindOf []string
+	// caughtUp is the point up to which the copy holds every committed
+	// source row once the run catches up (see Result.CaughtUp).
+	caughtUp time.Time
+}
+
+// Next implements plan.Reader.
+func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, error) {
+	p, err := t.fetch.read(ctx, t.pos)
+	if err != nil || p.Len() == 0 {
+		return p, false, err
+	}
+	behind := t.behindOf != nil
+	if behind {
+		less, err := t.src.Less(ctx, t.behindOf, p.Last)
+		if err != nil {
+			return page.Page{}, false, err
+		}
+		if less {
+			t.behindOf = nil
+		}
+	}
+	next := source.Position{After: p.Last, Before: t.pos.Before}
+	if !behind && p.Len() == limit {
+		t.fetch.ahead(ctx, next) // while this page is written
+	}
+	t.pos = next
+	return p, behind && t.behindOf != nil, nil
+}
+
+// openTable opens the run of a table copy step by step: the source and its
+// bound, the sink and the run lock on the sink's connection, the copy
+// prepared for the source's columns, and the reader at the position the
+// state and the bound give. read is false when there is nothing to read.
+func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err error) {
+	src, err := source.Open(ctx, r.c)
+	if err != nil {
+		return false, err
+	}
+	r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
+	bound, caughtUp, err := r.bound(ctx, src)
+	if err != nil {
+		return false, err
+	}
+	if r.dst, err = k.OpenSink(ctx, r.c); err != nil {
+		return false, err
+	}
+	dst := r.dst
+	r.closers = append(r.closers, func(ctx context.Context) { _ = dst.Close(ctx) })
+	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
+		return false, err
+	}
+	if err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path()); err != nil {
+		return false, err
+	}
+	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
+		return false, err
+	}
+	if err := r.prepare(ctx, src); err != nil {
+		return false, err
+	}
+	return r.position(ctx, src, bound, caughtUp)
+}
+
+// bound reads the commit-safe bound the run reads below, and the point
+// the copy is caught up to when the run reaches the end.
+func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, time.Time, error) {
+	bound, err := readBound(ctx, src, r.c, r.log)
+	if err != nil {
+		return bound, time.Time{}, err
+	}
+	r.res.Bound, r.res.BoundAt, r.res.HeldBack, r.res.Holder, r.res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
+	// Enum labels read after the bound include every label a row under it
+	// uses; Prepare adds the missing ones to the copy's enums.
+	if err := src.RefreshTypes(ctx); err != nil {
+		return bound, time.Time{}, err
+	}
+	caughtUp := bound.At
+	if caughtUp.IsZero() {
+		if caughtUp, err = sourceClock(ctx, src); err != nil {
+			return bound, time.Time{}, err
+		}
+	}
+	return bound, caughtUp, nil
+}
+
+// prepare follows the source's schema changes and prepares the copy for
+// the source's columns.
+func (r *runner) prepare(ctx context.Context, src *source.Reader) error {
+	dst := r.dst
+	if u, ok := dst.(sink.SourceSchemaUser); ok {
+		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
+	}
+	var err error
+	if r.res.SchemaChanges, err = followSchema(ctx, r.o, r.st, src, dst, r.log); err != nil {
+		return err
+	}
+	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+		return err
+	}
+	if conn := sink.LockConn(dst); conn != nil {
+		sink.WarnFsync(ctx, conn, r.c.Sink.DSN, r.log)
+	}
+	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
+		src.UseBinary()
+	}
+	return nil
+}
+
+// position sets up the reader where the stored state and the bound say
+// the first page starts, and the progress line and watermark writer.
+func (r *runner) position(ctx context.Context, src *source.Reader, bound source.Bound, caughtUp time.Time) (bool, error) {
+	pos, err := startPosition(r.c, src.Table, r.st)
+	if err != nil {
+		return false, err
+	}
+	// The lookback window is re-read only as far back as a row the last
+	// run could not see can lie (idle.go).
+	pos = lookbackStart(r.st, pos)
+	r.res.lookbackBound = trustedBound(r.c, src.Table, bound)
+	if err := lowerLookbackBound(r.o.Store, r.c.Name, r.st, r.res.lookbackBound); err != nil {
+		return false, err
+	}
+	// Rows at or past the bound wait for a later run, so the watermark never
+	// passes a transaction that may still commit. A bound below the
+	// watermark reads nothing new and leaves the watermark where it is.
+	pos, read := boundPosition(pos, r.st, bound, &r.res)
+	if bound.Hold {
+		caughtUp = time.Time{} // nothing past the watermark is read: not caught up
+	}
+	t := &tableReader{src: src, pos: pos, caughtUp: caughtUp}
+	// While re-reading the lookback window the cursor is behind the stored
+	// watermark.
+	if r.st.Cursor != nil && pos.After == nil {
+		t.behindOf = r.st.Cursor
+	}
+	prog := startProgress(ctx, r.o, r.log, src, pos, r.st)
+	r.closers = append(r.closers, func(context.Context) { prog.stop() })
+	t.fetch = &prefetcher{src: src, limit: r.c.Source.PageSize}
+	r.closers = append(r.closers, func(context.Context) { t.fetch.wait() }) // before src.Close
+	r.table, r.rd = t, t
+	r.wm = r.newMarks(prog, nil)
+	return read, nil
+}
