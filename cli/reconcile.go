@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
 )
@@ -94,8 +94,12 @@ func reconcileOutcome(cfg *config.Config, rep *reconcile.Report) error {
 // statePath: opened read-only with a short wait and closed at once, or,
 // when a running daemon holds it, read from a private copy.
 func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath string, repair bool) (*reconcile.Report, error) {
+	k, err := kind.Of(cfg)
+	if err != nil {
+		return nil, err
+	}
 	var states reconcile.StateReader
-	if cfg.Sink.Type == config.SinkPostgres {
+	if k.ReconcileWatermark {
 		// Read the watermark and let the file go at once: a run --once
 		// started meanwhile must not wait for this reconcile.
 		st, ok, err := watermark.ReadState(statePath, cfg.Name, 2*time.Second)
@@ -117,21 +121,11 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 // reconcile for a postgres sink, the campaign's for a coupon_grants sink.
 // The daemon calls it on cfg.Reconcile.Schedule with its open state store.
 func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.StateReader, repair bool, log *slog.Logger) (*reconcile.Report, error) {
-	switch cfg.Sink.Type {
-	case config.SinkPostgres:
-		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: log})
-	case config.SinkCouponGrants:
-		rep, err := coupon.Reconcile(ctx, cfg, repair)
-		if err != nil || !rep.Repaired {
-			return rep, err
-		}
-		// Verify the repair, as the table reconcile does.
-		if rep.After, err = coupon.Reconcile(ctx, cfg, false); err != nil {
-			return nil, fmt.Errorf("verify the repair of %s: %w", cfg.Name, err)
-		}
-		return rep, nil
+	k, err := kind.Of(cfg)
+	if err != nil {
+		return nil, err
 	}
-	return nil, cfg.Errorf("sink.type", "reconcile does not support sink type %q", cfg.Sink.Type)
+	return k.Reconcile(ctx, cfg, states, repair, log)
 }
 
 // printReport writes the report for people: counts, then a bounded list of

@@ -8,6 +8,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -42,8 +43,12 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Sink.Type == config.SinkCouponGrants {
-		return cfg.Errorf("sink.type", "source %s is a coupon campaign: its progress lives in the grants database, so resync does not apply; re-running it is always safe, and a new target set needs a new sink.campaign (docs/COUPONS.md)", cfg.Name)
+	k, err := kind.Of(cfg)
+	if err != nil {
+		return err
+	}
+	if k.NoResync != "" {
+		return cfg.Errorf("sink.type", "source %s %s", cfg.Name, k.NoResync)
 	}
 	if err := syncer.CheckFrom(ctx, cfg, fromTime); err != nil {
 		return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
@@ -94,10 +94,14 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 		return nil, nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	if cfg.Sink.Type == config.SinkCouponGrants {
+	k, err := kind.Of(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if k.Check != nil {
 		// A campaign reads its frozen targets, not pages of the source:
 		// check its where clause, grants table and frozen campaign instead.
-		warnings, err := coupon.Check(ctx, cfg, src)
+		warnings, err := k.Check(ctx, cfg, src)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,37 +136,36 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 				strings.Join(pc.Nodes, " > "), strings.Join(cfg.Source.Cursor, ", "), src.Table.Ident))
 		}
 	}
-	if cfg.Sink.Type == config.SinkPostgres {
-		dst, err := sink.OpenPostgres(ctx, cfg)
+	// A table copy: the copy's columns, key and constraints.
+	dst, err := sink.OpenPostgres(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer dst.Close(context.WithoutCancel(ctx))
+	dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
+	cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
+	if err != nil {
+		return nil, nil, err
+	}
+	warnings = append(warnings, notes...)
+	check := dst.Check
+	if plan {
+		check = dst.Validate
+	}
+	exists, err := check(ctx, cols)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !exists && plan {
+		warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
+	}
+	if plan {
+		w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
 		if err != nil {
 			return nil, nil, err
 		}
-		defer dst.Close(context.WithoutCancel(ctx))
-		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
-		if err != nil {
-			return nil, nil, err
-		}
-		warnings = append(warnings, notes...)
-		check := dst.Check
-		if plan {
-			check = dst.Validate
-		}
-		exists, err := check(ctx, cols)
-		if err != nil {
-			return nil, nil, err
-		}
-		if !exists && plan {
-			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
-		}
-		if plan {
-			w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
-			if err != nil {
-				return nil, nil, err
-			}
-			if w != "" {
-				warnings = append(warnings, w)
-			}
+		if w != "" {
+			warnings = append(warnings, w)
 		}
 	}
 	return warnings, src.Table, nil

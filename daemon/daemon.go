@@ -29,6 +29,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/metrics"
 	"github.com/syncd/syncd/reconcile"
 	syncsource "github.com/syncd/syncd/source"
@@ -374,7 +375,7 @@ func (d *daemon) add(c *config.Config) {
 		}
 	}
 	s.schedule(c)
-	if c.Sink.Type == config.SinkCouponGrants {
+	if k, err := kind.Of(c); err != nil || !k.RunsAtStart {
 		return
 	}
 	if cfg, ok := s.start(jobSync); ok {

@@ -46,7 +46,8 @@ func (w Watermark) Get(string) (watermark.State, bool, error) { return w.State, 
 // ErrNoCopy is wrapped when the sink table does not exist yet.
 var ErrNoCopy = errors.New("the copy does not exist yet")
 
-// Run compares the rows of cfg's source with its copy (a postgres sink):
+// Run compares the rows of cfg's source with its copy (a postgres sink;
+// package kind routes every other kind of sink to its own reconcile):
 // the rows up to the watermark that states holds for it (nil states: none),
 // the rows with a NULL cursor and the rows stamped ahead of the source's
 // clock, and counts the rows it could not judge. With o.Repair it repairs
@@ -58,9 +59,6 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		log = slog.Default()
 	}
 	log = log.With("source", cfg.Name)
-	if cfg.Sink.Type != config.SinkPostgres {
-		return nil, fmt.Errorf("reconcile of source %s: sink type %q is reconciled by its own package", cfg.Name, cfg.Sink.Type)
-	}
 	var st watermark.State
 	if states != nil {
 		var err error
