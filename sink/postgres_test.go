@@ -2,9 +2,11 @@ package sink_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
@@ -42,9 +44,22 @@ func TestPostgresConformance(t *testing.T) {
 		cfg := testConfig(t, db)
 		return sinktest.Harness{
 			Columns: []page.Column{
-				{Name: "id", Type: "bigint", NotNull: true},
-				{Name: "updated_at", Type: "timestamp with time zone", NotNull: true},
-				{Name: "val", Type: "text"},
+				{Name: "id", Type: "bigint", TypeOID: 20, NotNull: true},
+				{Name: "updated_at", Type: "timestamp with time zone", TypeOID: 1184, NotNull: true},
+				{Name: "val", Type: "text", TypeOID: 25},
+			},
+			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true},
+			BinaryPage: func(keys []int64, version int) page.Page {
+				p := page.Page{Binary: true}
+				// The same values as Page: microseconds since 2000-01-01 UTC.
+				micros := (time.Date(2026, 1, 1, 0, 0, version, 1000, time.UTC).Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC))).Microseconds()
+				for _, k := range keys {
+					p.Rows = append(p.Rows, [][]byte{binary.BigEndian.AppendUint64(nil, uint64(k)), binary.BigEndian.AppendUint64(nil, uint64(micros)), []byte(fmt.Sprintf("k%d\tv%d", k, version))})
+				}
+				if len(keys) > 0 {
+					p.Last = []string{fmt.Sprintf("2026-01-01 00:00:%02d.000001+00", version), fmt.Sprint(keys[len(keys)-1])}
+				}
+				return p
 			},
 			Open: func(t *testing.T) sink.Sink {
 				s, err := sink.OpenPostgres(context.Background(), cfg)

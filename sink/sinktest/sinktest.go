@@ -1,13 +1,17 @@
 // Package sinktest is the conformance suite every sink.Sink runs: pages are
 // applied exactly once in effect however often they are re-applied, a stale
 // page never overwrites a newer one, a failed page leaves nothing behind, and
-// a reopened sink carries on where the last one stopped.
+// a reopened sink carries on where the last one stopped. A sink has exactly
+// the optional capabilities its harness declares (sink.Deferred,
+// sink.BinaryWriter, sink.LockHolder), and each one it has keeps its
+// contract.
 package sinktest
 
 import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
@@ -29,6 +33,24 @@ type Harness struct {
 	// Expect returns the lines Contents must return when the destination
 	// has applied each key at the given version.
 	Expect func(state map[int64]int) []string
+	// Has declares the sink's optional capabilities; the suite fails when
+	// the sink has one it does not declare or lacks one it does.
+	Has Capabilities
+	// BinaryPage builds the page Page builds with binary values
+	// (page.Page.Binary); needed when Has.Binary.
+	BinaryPage func(keys []int64, version int) page.Page
+}
+
+// Capabilities are the optional interfaces of the sink contract (see
+// package sink).
+type Capabilities struct {
+	// Deferred: sink.Deferred, a commit may become durable after Apply.
+	Deferred bool
+	// Binary: sink.BinaryWriter whose WantsBinary is true once prepared
+	// with Harness.Columns.
+	Binary bool
+	// LockHolder: sink.LockHolder, the sink's own session holds the run lock.
+	LockHolder bool
 }
 
 func keys(from, to int64) []int64 {
@@ -144,6 +166,111 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		set(state, keys(5, 500), 2)
 		check(t, state)
 	})
+
+	run("Capabilities", func(t *testing.T) {
+		s := open(t)
+		_, deferred := s.(sink.Deferred)
+		_, holder := s.(sink.LockHolder)
+		b, binary := s.(sink.BinaryWriter)
+		binary = binary && b.WantsBinary()
+		got := Capabilities{Deferred: deferred, Binary: binary, LockHolder: holder}
+		if got != h.Has {
+			t.Fatalf("the sink's capabilities are %+v; its harness declares %+v", got, h.Has)
+		}
+	})
+
+	// Which capability tests run is what the harness declares.
+	has := newHarness(t).Has
+	if has.Deferred {
+		run("DeferredDurableAfterFlush", func(t *testing.T) {
+			s := open(t)
+			d := s.(sink.Deferred)
+			state := map[int64]int{}
+			const pages = 30
+			var last int64
+			for i := range int64(pages) {
+				ks := keys(i*10+1, i*10+10)
+				if _, err := s.Apply(ctx, h.Page(ks, 1)); err != nil {
+					t.Fatalf("apply page %d: %v", i+1, err)
+				}
+				set(state, ks, 1)
+				n := d.Durable()
+				if n < last || n > i+1 {
+					t.Fatalf("after %d pages Durable() = %d (was %d); want a count that never goes back and never passes the pages applied", i+1, n, last)
+				}
+				last = n
+			}
+			fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			if err := d.Flush(fctx); err != nil {
+				t.Fatalf("flush: %v", err)
+			}
+			if n := d.Durable(); n != pages {
+				t.Fatalf("after Flush Durable() = %d; want every page applied (%d)", n, pages)
+			}
+			check(t, state)
+		})
+	}
+	if has.Binary {
+		run("BinaryPages", func(t *testing.T) {
+			s := open(t)
+			state := map[int64]int{}
+			steps := []struct {
+				from, to int64
+				version  int
+				binary   bool
+			}{{1, 50, 1, true}, {20, 70, 2, false}, {60, 80, 3, true}, {1, 40, 1, true}, {60, 80, 3, true}}
+			for _, st := range steps {
+				p := h.Page(keys(st.from, st.to), st.version)
+				if st.binary {
+					p = h.BinaryPage(keys(st.from, st.to), st.version)
+					if !p.Binary {
+						t.Fatal("Harness.BinaryPage built a page without Binary set")
+					}
+				}
+				if _, err := s.Apply(ctx, p); err != nil {
+					t.Fatalf("apply %d..%d v%d (binary %v): %v", st.from, st.to, st.version, st.binary, err)
+				}
+				set(state, keys(st.from, st.to), st.version)
+				check(t, state)
+			}
+			r, err := s.Apply(ctx, h.BinaryPage(keys(60, 80), 3))
+			if err != nil || r.Written != 0 {
+				t.Fatalf("re-applying a binary page: written %d, err %v; want 0, nil", r.Written, err)
+			}
+		})
+	}
+	if has.LockHolder {
+		run("LockHolderSession", func(t *testing.T) {
+			s := open(t)
+			conn := s.(sink.LockHolder).Conn()
+			if conn == nil {
+				t.Fatal("Conn() is nil")
+			}
+			var pid, held int64
+			if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock(7011)"); err != nil {
+				t.Fatalf("take a session lock on the sink's connection: %v", err)
+			}
+			if _, err := s.Apply(ctx, h.Page(keys(1, 20), 1)); err != nil {
+				t.Fatal(err)
+			}
+			// The lock held on Conn is held by the session Apply wrote on.
+			c2 := s.(sink.LockHolder).Conn()
+			if err := c2.QueryRow(ctx, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = 7011 AND granted AND pid = pg_backend_pid() AND pid = $1", pid).Scan(&held); err != nil || held != 1 {
+				t.Fatalf("after Apply the lock taken on Conn is held %d times by the same session (%v); want 1", held, err)
+			}
+			state := map[int64]int{}
+			set(state, keys(1, 20), 1)
+			check(t, state)
+			_ = s.Close(ctx)
+			if !conn.IsClosed() {
+				t.Fatal("Close left Conn open: the run lock would outlive the sink")
+			}
+		})
+	}
 
 	run("ReopenContinues", func(t *testing.T) {
 		state := map[int64]int{}
