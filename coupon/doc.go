@@ -19,6 +19,11 @@
 //   - Done means reconciled: a run succeeds only when the granted keys equal
 //     the targets both ways; otherwise it fails with the counts.
 //
+// A run is syncer's page loop over the campaign's plan (OpenPlan): the
+// freeze is its before hook, the frozen targets its page reader, Grants its
+// sink and the final count its after hook; package kind registers it as
+// sink type coupon_grants.
+//
 // Correctness lives in the sink database (the primary key of the grants
 // table and the atomic page transaction), not in a lock: two runs at once
 // both walk the targets and the second insert of a key does nothing.
