@@ -136,36 +136,37 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 				strings.Join(pc.Nodes, " > "), strings.Join(cfg.Source.Cursor, ", "), src.Table.Ident))
 		}
 	}
-	// A table copy: the copy's columns, key and constraints.
-	dst, err := sink.OpenPostgres(ctx, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer dst.Close(context.WithoutCancel(ctx))
-	dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-	cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
-	if err != nil {
-		return nil, nil, err
-	}
-	warnings = append(warnings, notes...)
-	check := dst.Check
-	if plan {
-		check = dst.Validate
-	}
-	exists, err := check(ctx, cols)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !exists && plan {
-		warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
-	}
-	if plan {
-		w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
+	if k.OpenSink != nil { // a table copy: the copy's columns, key and constraints
+		dst, err := sink.OpenPostgres(ctx, cfg)
 		if err != nil {
 			return nil, nil, err
 		}
-		if w != "" {
-			warnings = append(warnings, w)
+		defer dst.Close(context.WithoutCancel(ctx))
+		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings = append(warnings, notes...)
+		check := dst.Check
+		if plan {
+			check = dst.Validate
+		}
+		exists, err := check(ctx, cols)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !exists && plan {
+			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
+		}
+		if plan {
+			w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
+			if err != nil {
+				return nil, nil, err
+			}
+			if w != "" {
+				warnings = append(warnings, w)
+			}
 		}
 	}
 	return warnings, src.Table, nil

@@ -36,8 +36,9 @@ type Kind struct {
 	// plan is opened. Nil for a table copy (OpenSink).
 	OpenPlan func(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan, error)
 	// Check is what validate checks against the databases besides the
-	// source table, given the open source (nil: the table checks of a copy:
-	// the page query's plan, the copy's columns and key).
+	// source table, given the open source (nil: the table checks of a
+	// postgres copy: the page query's plan, the copy's columns and key; a
+	// new kind sets its own).
 	Check func(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error)
 	// Reconcile compares the source with what the sink holds (and with
 	// repair fixes it); states holds the watermark when ReconcileWatermark.
