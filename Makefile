@@ -55,7 +55,7 @@ bench-micro: ## go test micro-benchmarks (COPY encoding, page apply by fast path
 clean: ## remove build output
 	rm -rf bin
 
-mutations: ## break each coupon safeguard in a test build and show which tests catch it (~90 s)
+mutations: ## break each coupon safeguard in a patched copy of the tree and show which tests catch it (minutes per mutation)
 	./scripts/mutations.sh
 
 FUZZTIME ?= 10s
