@@ -18,9 +18,13 @@ const (
 	DefaultSchedule = "@every 1m"
 )
 
-// CronParser parses every schedule syncd accepts: five fields, descriptors
+// cronParser parses every schedule syncd accepts: five fields, descriptors
 // such as @hourly and @every 30s, and an optional CRON_TZ= prefix.
-var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ScheduleParser is the parser of schedule and reconcile.schedule: a
+// scheduler that runs the schedules of loaded configs must parse them with it.
+func ScheduleParser() cron.ScheduleParser { return cronParser }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
@@ -35,14 +39,14 @@ func (c *Config) finish() error {
 	if c.Schedule == "" {
 		c.Schedule = DefaultSchedule
 	}
-	if _, err := CronParser.Parse(c.Schedule); err != nil {
+	if _, err := cronParser.Parse(c.Schedule); err != nil {
 		return c.Errorf("schedule", "%q is not a cron schedule (%v); use five fields, @hourly or @every 30s", c.Schedule, err)
 	}
 	if c.Reconcile != nil {
 		if c.Reconcile.Schedule == "" {
 			return c.Errorf("reconcile.schedule", "missing; say when the daemon reconciles, for example \"0 3 * * *\"")
 		}
-		if _, err := CronParser.Parse(c.Reconcile.Schedule); err != nil {
+		if _, err := cronParser.Parse(c.Reconcile.Schedule); err != nil {
 			return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", c.Reconcile.Schedule, err)
 		}
 	}

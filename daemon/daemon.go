@@ -160,7 +160,7 @@ func Run(ctx context.Context, o Options) error {
 		log:      o.Logger,
 		reg:      reg,
 		m:        metrics.New(reg, o.Version),
-		cron:     cron.New(cron.WithParser(config.CronParser), cron.WithLogger(cron.DiscardLogger)),
+		cron:     newCron(),
 		ctx:      ctx,
 		stopCtx:  stopCtx,
 		stop:     make(chan struct{}),
@@ -237,6 +237,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return err
+}
+
+// newCron makes the scheduler of every source's schedules. It is the one
+// place that decides how schedules are read and timed: an injectable clock
+// for tests belongs here.
+func newCron() *cron.Cron {
+	return cron.New(cron.WithParser(config.ScheduleParser()), cron.WithLogger(cron.DiscardLogger))
 }
 
 // server is one admin listener being served.

@@ -380,5 +380,5 @@ func openSink(ctx context.Context, c *config.Config) (sink.Sink, error) {
 	case config.SinkPostgres:
 		return sink.OpenPostgres(ctx, c)
 	}
-	return nil, c.Errorf("sink.type", "sink type %q is not supported by this build", c.Sink.Type)
+	return nil, c.Errorf("sink.type", "internal: sink type %q has no table sink (config validation admits only postgres and coupon_grants, and coupon_grants runs as a campaign)", c.Sink.Type)
 }
