@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
 )
@@ -110,28 +109,7 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		}
 		states = reconcile.Watermark{State: st, Found: ok}
 	}
-	return ReconcileSource(ctx, cfg, states, repair, env.Logger)
-}
-
-// ReconcileSource runs the reconcile of cfg's sink type: the table
-// reconcile for a postgres sink, the campaign's for a coupon_grants sink.
-// The daemon calls it on cfg.Reconcile.Schedule with its open state store.
-func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.StateReader, repair bool, log *slog.Logger) (*reconcile.Report, error) {
-	switch cfg.Sink.Type {
-	case config.SinkPostgres:
-		return reconcile.Run(ctx, cfg, states, reconcile.Options{Repair: repair, Logger: log})
-	case config.SinkCouponGrants:
-		rep, err := coupon.Reconcile(ctx, cfg, repair)
-		if err != nil || !rep.Repaired {
-			return rep, err
-		}
-		// Verify the repair, as the table reconcile does.
-		if rep.After, err = coupon.Reconcile(ctx, cfg, false); err != nil {
-			return nil, fmt.Errorf("verify the repair of %s: %w", cfg.Name, err)
-		}
-		return rep, nil
-	}
-	return nil, cfg.Errorf("sink.type", "reconcile does not support sink type %q", cfg.Sink.Type)
+	return ops.Reconcile(ctx, cfg, states, repair, env.Logger)
 }
 
 // printReport writes the report for people: counts, then a bounded list of

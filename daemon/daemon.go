@@ -1,9 +1,11 @@
 // Package daemon owns syncd's long-running mode: one cron scheduler that
 // starts each source's run on its own schedule (skipping a tick while the
-// previous run of that source is still going), retries of transient faults
-// with backoff, config reload between runs, the graceful stop (no new page,
-// the page in flight commits, its watermark is written) and the HTTP admin
-// server with health, readiness, metrics, status and resync.
+// previous run of that source is still going) and its scheduled reconcile,
+// retries of transient faults with backoff, config reload between runs, the
+// graceful stop (no new page, the page in flight commits, its watermark is
+// written) and the HTTP admin server with health, readiness, metrics,
+// status and resync. Status, resync and reconcile are package ops's, as
+// for the command line.
 //
 // Signals are the caller's business: it closes Options.Stop on the first
 // SIGTERM/SIGINT, cancels the context on the second, and sends on
@@ -30,7 +32,6 @@ import (
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
-	"github.com/syncd/syncd/reconcile"
 	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
@@ -90,18 +91,6 @@ type Options struct {
 	// OnConfig is called for every config read by a reload (the CLI
 	// registers its DSN passwords for scrubbing).
 	OnConfig func(*config.Config)
-	// Status builds the document of GET /status (the JSON of
-	// `syncd status --json`) for the configs in effect and the progress of
-	// the runs going.
-	Status func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error)
-	// Resync moves a source's watermark back (from zero: to the start) and
-	// records the source's settings as the watermark's identity.
-	Resync func(c *config.Config, from time.Time) error
-	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
-	// that has a reconcile section (cfg.Reconcile.Repair says whether to
-	// repair); its report's counts feed syncd_reconcile_differences.
-	Reconcile func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error)
-
 	// Expand, when set, matches a pattern source (config.IsPattern) against
 	// its catalog and returns a source per table that can be synced, and
 	// the tables it skips. The daemon calls it at start, on the pattern

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -98,11 +99,8 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // status serves exactly what `syncd status --json` prints.
 func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
-	if d.o.Status == nil {
-		reply(w, http.StatusNotImplemented, Reply{Message: "status is not available in this build"})
-		return
-	}
-	st, err := d.o.Status(d.configs(), d.running())
+	st, err := ops.BuildStatus(d.o.Store, d.configs())
+	st.WithRunning(d.running())
 	if err != nil {
 		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
 		return
@@ -117,7 +115,7 @@ func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 // or at the end of the run in flight. It changes state, so it is off
 // without an admin token and requires the token as a bearer credential.
 func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
-	if d.o.Resync == nil || (d.o.AdminToken == "" && !local) {
+	if d.o.AdminToken == "" && !local {
 		reply(w, http.StatusForbidden, Reply{Message: "resync over HTTP is off: start the daemon with SYNCD_ADMIN_TOKEN or --admin-token-file to enable it, or use its admin socket"})
 		return
 	}
