@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,7 +60,7 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 		}
 		members, skip, err := source.Expand(ctx, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("source %s: %w", c.Name, err)
+			return nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
 		}
 		if len(members)+len(skip) == 0 {
 			// Like a table that does not exist: most likely a mistake.

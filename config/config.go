@@ -105,6 +105,12 @@ func (c *Config) Errorf(key, format string, args ...any) error {
 	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrorAt returns err as a config error at key: its text follows the
+// file, the line and the key, and errors.As still finds err.
+func (c *Config) ErrorAt(key string, err error) error {
+	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: err.Error(), Err: err}
+}
+
 // KeyErrorf is Errorf for sink.key. The key defaults to the last cursor
 // column, so when the file does not set sink.key the error points at the
 // line of source.cursor.
@@ -122,6 +128,8 @@ type FieldError struct {
 	Line int
 	Key  string
 	Msg  string
+	// Err, when set, is the typed error Msg was made from.
+	Err error
 }
 
 func (e *FieldError) Error() string {
@@ -135,5 +143,10 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
 }
 
-// Unwrap makes every FieldError an ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap makes every FieldError an ErrInvalid, and lets errors.As find Err.
+func (e *FieldError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}

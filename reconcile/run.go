@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"log/slog"
 	"math/big"
 	"time"
@@ -101,7 +102,8 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		dst.PrepareReplace(src.Table.Columns)
 	}
 	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table.Cursor) {
-		return nil, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start`", cfg.Name, len(st.Cursor), len(src.Table.Cursor), cfg.Name)
+		return nil, &sourceerr.ResyncNeeded{Source: cfg.Name,
+			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table.Cursor))}
 	}
 	cov, err := newCoverage(ctx, cfg, src, st)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
@@ -82,7 +83,7 @@ ORDER BY c.relname`, pattern.Schema)
 		if _, err := Describe(ctx, conn, m); err != nil {
 			var fe *config.FieldError
 			if !errors.As(err, &fe) {
-				return nil, nil, fmt.Errorf("source %s: %w", m.Name, err)
+				return nil, nil, &sourceerr.SourceError{Source: m.Name, Err: err}
 			}
 			skip(fe.Key + ": " + fe.Msg)
 			continue

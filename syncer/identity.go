@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"maps"
 	"slices"
 	"strconv"
@@ -95,8 +96,9 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 		return c.Errorf(key, "campaign %s of source %s was started with other settings (%s; recorded in %s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
 			c.Sink.Campaign, c.Name, strings.Join(diff, "; "), statePath)
 	}
-	return c.Errorf(key, "the watermark of source %s in %s was computed for other settings (%s); resuming from it would skip every row before it: run `syncd resync --source %s --from-start` (or --from TIME) to start it afresh with these settings, or restore the old ones",
-		c.Name, statePath, strings.Join(diff, "; "), c.Name)
+	return c.ErrorAt(key, &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from TIME) to start it afresh with these settings, or restore the old ones",
+		Reason: fmt.Sprintf("the watermark of source %s in %s was computed for other settings (%s); resuming from it would skip every row before it: ",
+			c.Name, statePath, strings.Join(diff, "; "))})
 }
 
 // adoptIdentity records c's identity in the state of c.Name when the
