@@ -61,8 +61,13 @@ type Source struct {
 	DSNFile string `yaml:"dsn_file"`
 	// Table is a table, or a pattern of tables such as public.* (see IsPattern).
 	Table string `yaml:"table"`
+	// Ident is Table parsed once by the loader (for a pattern source its
+	// Name holds the *): every package uses it instead of parsing Table.
+	Ident Table `yaml:"-"`
 	// Exclude lists patterns of tables a pattern Table does not take.
 	Exclude []string `yaml:"exclude"`
+	// excludes is Exclude parsed once, unqualified ones in Ident's schema.
+	excludes []Table
 	// Cursor lists the ordering columns; the last one is the unique tie-breaker.
 	Cursor  []string `yaml:"cursor"`
 	Columns []string `yaml:"columns"`
@@ -80,11 +85,14 @@ type Source struct {
 
 // Sink is where rows (or grants) are written.
 type Sink struct {
-	Type    string   `yaml:"type"`
-	DSN     string   `yaml:"dsn"`
-	DSNFile string   `yaml:"dsn_file"`
-	Table   string   `yaml:"table"`
-	Key     []string `yaml:"key"`
+	Type    string `yaml:"type"`
+	DSN     string `yaml:"dsn"`
+	DSNFile string `yaml:"dsn_file"`
+	Table   string `yaml:"table"`
+	// Ident is Table parsed once by the loader (for a pattern source its
+	// Name holds the *).
+	Ident Table    `yaml:"-"`
+	Key   []string `yaml:"key"`
 	// KeepDeleted keeps soft-deleted rows in the copy, flagged, instead of deleting them.
 	KeepDeleted bool `yaml:"keep_deleted"`
 	// Campaign names a coupon campaign (type coupon_grants).

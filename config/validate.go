@@ -76,9 +76,11 @@ func (c *Config) finishSource() error {
 	if s.Table == "" {
 		return c.Errorf("source.table", "missing; name the table to read, for example public.orders")
 	}
-	if _, err := ParseTable(s.Table); err != nil {
+	t, err := ParseTable(s.Table)
+	if err != nil {
 		return c.Errorf("source.table", "%v", err)
 	}
+	s.Ident = t
 	if len(s.Cursor) == 0 {
 		return c.Errorf("source.cursor", "missing; list the ordering columns ending with a unique one, for example [updated_at, id]")
 	}
@@ -133,9 +135,11 @@ func (c *Config) finishSink() error {
 	if k.Table == "" {
 		return c.Errorf("sink.table", "missing; name the table to write, for example public.orders_copy")
 	}
-	if _, err := ParseTable(k.Table); err != nil {
+	t, err := ParseTable(k.Table)
+	if err != nil {
 		return c.Errorf("sink.table", "%v", err)
 	}
+	k.Ident = t
 	if err := c.names("sink.key", k.Key); err != nil {
 		return err
 	}

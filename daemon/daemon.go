@@ -62,6 +62,9 @@ type Options struct {
 	// Configs are the sources loaded at start (strictly: the caller refuses
 	// to start on a bad file).
 	Configs []*config.Config
+	// Load are the options a reload loads ConfigPath with (those the
+	// caller loaded Configs with).
+	Load config.Options
 	Store   *watermark.Store
 	Logger  *slog.Logger
 	Version string

@@ -79,7 +79,7 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		return nil, err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	dstTable := cfg.Sink.Ident
 	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
 	if err != nil {
 		return nil, err
@@ -181,7 +181,7 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 			}
 		}
 	}
-	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	dstTable := cfg.Sink.Ident
 	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
 	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
 	for _, sd := range []*side{c.src, c.dst} {

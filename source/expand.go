@@ -33,7 +33,7 @@ func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped,
 		return nil, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	pattern, _ := config.ParseTable(c.Source.Table)
+	pattern := c.Source.Ident
 	rows, err := conn.Query(ctx, `
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition

@@ -23,10 +23,7 @@ func checkCopyNotLost(ctx context.Context, conn *pgx.Conn, c *config.Config, st 
 	if conn == nil || st.Cursor == nil || st.TotalRows == 0 || c.Source.DeletedColumn != "" {
 		return nil
 	}
-	t, err := config.ParseTable(c.Sink.Table)
-	if err != nil {
-		return nil // reported by the sink with its key
-	}
+	t := c.Sink.Ident
 	q := pgutil.Qualified(t.Schema, t.Name)
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil {

@@ -32,14 +32,14 @@ var identityKeys = []string{
 // password) and a fingerprint of them.
 func IdentityOf(c *config.Config) watermark.Identity {
 	s := map[string]string{
-		"source.table":          tableText(c.Source.Table),
+		"source.table":          c.Source.Ident.String(),
 		"source.cursor":         namesText(c.Source.Cursor),
 		"source.where":          whereText(c.Source.Where),
 		"source.columns":        namesText(slices.Sorted(slices.Values(c.Source.Columns))),
 		"source.deleted_column": c.Source.DeletedColumn,
 		"sink.type":             c.Sink.Type,
 		"sink.database":         databaseText(c.Sink.DSN),
-		"sink.table":            tableText(c.Sink.Table),
+		"sink.table":            c.Sink.Ident.String(),
 		"sink.key":              namesText(c.Sink.Key),
 		"sink.keep_deleted":     strconv.FormatBool(c.Sink.KeepDeleted),
 	}
@@ -130,7 +130,7 @@ func adoptIdentity(store *watermark.Store, c *config.Config) error {
 // lock each other out, and the identity tells a second process of the same
 // source from a different source.
 func LockTarget(c *config.Config) runlock.Target {
-	w := tableText(c.Sink.Table)
+	w := c.Sink.Ident.String()
 	if c.Sink.Type == config.SinkCouponGrants {
 		w += " campaign " + c.Sink.Campaign
 	}
@@ -173,14 +173,6 @@ func shown(v string) string {
 		return "(none)"
 	}
 	return strconv.Quote(v)
-}
-
-func tableText(s string) string {
-	t, err := config.ParseTable(s)
-	if err != nil {
-		return s
-	}
-	return t.String()
 }
 
 // namesText joins column names, quoting one that holds a comma, a quote or
