@@ -1,7 +1,11 @@
 // Package config loads syncd's source files: one YAML file per source, or a
 // folder of them. It owns the whole pipeline from bytes to a validated
-// Config: ${VAR} expansion, a strict decode that rejects unknown keys and
-// wrong types, defaults, and checks that name the file, the line and the key.
+// Config, in this order: file discovery and the unique-name rule (Files,
+// LoadEach); a strict decode that rejects unknown keys and wrong types and
+// expands ${VAR} references in values through Options.Getenv; defaults for
+// the keys left out; normalisation (DSNs read from their files, table names
+// parsed once into Source.Ident and Sink.Ident); and checks that name the
+// file, the line and the key.
 package config
 
 import (

@@ -28,16 +28,48 @@ func ScheduleParser() cron.ScheduleParser { return cronParser }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// finish applies defaults and checks everything that needs no database.
+// finish is the pipeline after the strict decode (which expands ${VAR}
+// references): defaults for the keys left out, then normalisation (the
+// DSNs read from their files, table names parsed into Ident) together with
+// every check that needs no database, in the order of the file.
 func (c *Config) finish() error {
+	c.defaults()
+	return c.check()
+}
+
+// defaults fills the keys left out or empty. The defaults that depend on
+// other keys (sink.key is the last cursor column; a coupon campaign has no
+// lookback) are set by check once those keys are known to be good.
+func (c *Config) defaults() {
+	if c.Schedule == "" {
+		c.Schedule = DefaultSchedule
+	}
+	if c.SchemaChanges == "" {
+		c.SchemaChanges = SchemaEvolve
+	}
+	s := &c.Source
+	if _, ok := c.Lines["source.lookback"]; !ok {
+		s.Lookback = Duration{DefaultLookback}
+	}
+	if _, ok := c.Lines["source.page_size"]; !ok && s.PageSize == 0 {
+		s.PageSize = DefaultPageSize
+	}
+	if s.Bound == "" {
+		s.Bound = BoundAll
+	}
+	if c.Sink.Type == "" {
+		c.Sink.Type = SinkPostgres
+	}
+}
+
+// check normalises and checks everything that needs no database; the
+// first problem is the error.
+func (c *Config) check() error {
 	if c.Name == "" {
 		return c.Errorf("name", "missing; every source file needs a unique name")
 	}
 	if !nameRE.MatchString(c.Name) {
 		return c.Errorf("name", "%q: use letters, digits, '.', '_' and '-' only (at most 128)", c.Name)
-	}
-	if c.Schedule == "" {
-		c.Schedule = DefaultSchedule
 	}
 	if _, err := cronParser.Parse(c.Schedule); err != nil {
 		return c.Errorf("schedule", "%q is not a cron schedule (%v); use five fields, @hourly or @every 30s", c.Schedule, err)
@@ -51,22 +83,20 @@ func (c *Config) finish() error {
 		}
 	}
 	switch c.SchemaChanges {
-	case "":
-		c.SchemaChanges = SchemaEvolve
 	case SchemaEvolve, SchemaFail:
 	default:
 		return c.Errorf("schema_changes", "%q: use %s or %s", c.SchemaChanges, SchemaEvolve, SchemaFail)
 	}
-	if err := c.finishSource(); err != nil {
+	if err := c.checkSource(); err != nil {
 		return err
 	}
-	if err := c.finishSink(); err != nil {
+	if err := c.checkSink(); err != nil {
 		return err
 	}
 	return c.checkPattern()
 }
 
-func (c *Config) finishSource() error {
+func (c *Config) checkSource() error {
 	s := &c.Source
 	dsn, err := c.secret("source.dsn", s.DSN, "source.dsn_file", s.DSNFile)
 	if err != nil {
@@ -100,21 +130,13 @@ func (c *Config) finishSource() error {
 			return c.Errorf("source.deleted_column", "%q must be listed in source.columns", s.DeletedColumn)
 		}
 	}
-	if _, ok := c.Lines["source.lookback"]; !ok {
-		s.Lookback = Duration{DefaultLookback}
-	}
 	if s.PageSize == 0 {
-		if _, ok := c.Lines["source.page_size"]; ok {
-			return c.Errorf("source.page_size", "must be at least 1")
-		}
-		s.PageSize = DefaultPageSize
+		return c.Errorf("source.page_size", "must be at least 1")
 	}
 	if s.PageSize < 1 || s.PageSize > 1_000_000 {
 		return c.Errorf("source.page_size", "%d is out of range; use 1 to 1000000", s.PageSize)
 	}
 	switch s.Bound {
-	case "":
-		s.Bound = BoundAll
 	case BoundAll, BoundWriters, BoundOff:
 	default:
 		return c.Errorf("source.bound", "%q: use %s, %s or %s", s.Bound, BoundAll, BoundWriters, BoundOff)
@@ -122,11 +144,8 @@ func (c *Config) finishSource() error {
 	return nil
 }
 
-func (c *Config) finishSink() error {
+func (c *Config) checkSink() error {
 	k := &c.Sink
-	if k.Type == "" {
-		k.Type = SinkPostgres
-	}
 	dsn, err := c.secret("sink.dsn", k.DSN, "sink.dsn_file", k.DSNFile)
 	if err != nil {
 		return err
