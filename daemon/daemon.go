@@ -64,7 +64,7 @@ type Options struct {
 	Configs []*config.Config
 	// Load are the options a reload loads ConfigPath with (those the
 	// caller loaded Configs with).
-	Load config.Options
+	Load    config.Options
 	Store   *watermark.Store
 	Logger  *slog.Logger
 	Version string
