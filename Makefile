@@ -24,10 +24,11 @@ bench-bound: ## measure the lag a 60 s read-only transaction causes under each s
 bench-reconcile: ## reconcile two 1,000,000-row tables with 10 differences, beside a naive full compare (SYNCD_BENCH_ROWS overrides)
 	$(GO) test -count=1 -timeout 30m -run '^$$' -bench Reconcile -benchtime 1x ./reconcile/
 
-lint: ## gofmt, go vet and staticcheck
+lint: ## gofmt, go vet, staticcheck and go mod tidy (go.mod and go.sum must be tidy)
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1)
 	$(GO) vet $(PKGS)
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 $(PKGS)
+	@$(GO) mod tidy -diff || (echo "go mod tidy: go.mod or go.sum is not tidy (diff above); run go mod tidy and commit the result"; exit 1)
 
 demo: build ## create a demo source on the local PostgreSQL, sync it, print status
 	./scripts/demo.sh

@@ -28,7 +28,7 @@ const EnvAdminToken = "SYNCD_ADMIN_TOKEN"
 // adminToken reads the admin token from file, else from $SYNCD_ADMIN_TOKEN,
 // and registers it for scrubbing.
 func adminToken(env *Env, file string) (string, error) {
-	tok := env.Getenv(EnvAdminToken)
+	tok := env.getenv(EnvAdminToken)
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {

@@ -49,14 +49,21 @@ func ExitCode(err error) int {
 type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
-	// Getenv reads the environment (os.Getenv when nil).
-	Getenv func(string) string
+	// Getenv looks up the environment (os.LookupEnv when nil): the
+	// commands' $SYNCD_* defaults and the configs' ${VAR} references.
+	Getenv func(string) (string, bool)
 	// Logger is built by Run from --log-level and the terminal.
 	Logger *slog.Logger
 	scrub  *scrubber
 	// flags, when set, receives each command's flag set (help and
 	// completion read a command's flags this way).
 	flags **flag.FlagSet
+}
+
+// getenv is the value of variable k, "" when it is not set.
+func (env *Env) getenv(k string) string {
+	v, _ := env.Getenv(k)
+	return v
 }
 
 const usage = `syncd keeps a copy of PostgreSQL tables in sync by an (updated_at, id) cursor.
@@ -103,7 +110,7 @@ var Version = "dev"
 // the error to an exit code.
 func Run(ctx context.Context, env *Env, args []string) error {
 	if env.Getenv == nil {
-		env.Getenv = os.Getenv
+		env.Getenv = os.LookupEnv
 	}
 	env.scrub = &scrubber{w: env.Stderr}
 	env.Stderr = env.scrub
@@ -188,7 +195,7 @@ func parse(env *Env, fs *flag.FlagSet, args []string, c *common) error {
 	if c.config == "" {
 		return fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrUsage)
 	}
-	c.state = cmp.Or(c.state, env.Getenv("SYNCD_STATE"), "syncd.db")
+	c.state = cmp.Or(c.state, env.getenv("SYNCD_STATE"), "syncd.db")
 	return setLogger(env, c)
 }
 
@@ -211,12 +218,12 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) error {
 // setLogger builds env.Logger from --log-level and --log-format, each
 // falling back on $SYNCD_LOG_LEVEL / $SYNCD_LOG_FORMAT (the flag wins).
 func setLogger(env *Env, c *common) error {
-	level := cmp.Or(c.logLevel, env.Getenv("SYNCD_LOG_LEVEL"), "info")
+	level := cmp.Or(c.logLevel, env.getenv("SYNCD_LOG_LEVEL"), "info")
 	var lvl slog.Level
 	if err := lvl.UnmarshalText([]byte(level)); err != nil {
 		return fmt.Errorf("log level %q (--log-level or $SYNCD_LOG_LEVEL): use debug, info, warn or error: %w", level, ErrUsage)
 	}
-	format := cmp.Or(c.logFormat, env.Getenv("SYNCD_LOG_FORMAT"))
+	format := cmp.Or(c.logFormat, env.getenv("SYNCD_LOG_FORMAT"))
 	switch format {
 	case "", "text", "json":
 	default:

@@ -7,14 +7,11 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/pgutil"
-	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/source"
-	"github.com/syncd/syncd/syncer"
 )
 
 // runDaemon is `syncd run` without --once: it holds the state file, wires
@@ -56,6 +53,7 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 	err = daemon.Run(ctx, daemon.Options{
 		ConfigPath:      c.config,
 		Configs:         cfgs,
+		Load:            config.Options{Getenv: env.Getenv},
 		Store:           store,
 		Logger:          env.Logger,
 		Version:         Version,
@@ -71,19 +69,6 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 			env.scrub.add(pgutil.Password(c.Sink.DSN))
 		},
 		Expand: source.Expand,
-		Status: func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error) {
-			st, err := BuildStatus(store, cfgs)
-			for i, s := range st.Sources {
-				if p, ok := running[s.Name]; ok {
-					st.Sources[i].Running = &p
-				}
-			}
-			return st, err
-		},
-		Resync: func(c *config.Config, from time.Time) error { return Resync(store, c, from) },
-		Reconcile: func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
-			return ReconcileSource(ctx, cfg, store, cfg.Reconcile != nil && cfg.Reconcile.Repair, env.Logger)
-		},
 	})
 	if errors.Is(err, daemon.ErrListen) {
 		return fmt.Errorf("%w: %w", err, ErrUsage)

@@ -97,7 +97,7 @@ func commandNames() []string {
 // command for its help with the output thrown away.
 func commandFlags(name string) *flag.FlagSet {
 	var fs *flag.FlagSet
-	env := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" }, flags: &fs}
+	env := &Env{Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) (string, bool) { return "", false }, flags: &fs}
 	env.scrub = &scrubber{w: io.Discard}
 	_ = commands[name](context.Background(), env, []string{"--help"})
 	return fs

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
 )
@@ -114,18 +114,7 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		}
 		states = reconcile.Watermark{State: st, Found: ok}
 	}
-	return ReconcileSource(ctx, cfg, states, repair, env.Logger)
-}
-
-// ReconcileSource runs the reconcile of cfg's sink type: the table
-// reconcile for a postgres sink, the campaign's for a coupon_grants sink.
-// The daemon calls it on cfg.Reconcile.Schedule with its open state store.
-func ReconcileSource(ctx context.Context, cfg *config.Config, states reconcile.StateReader, repair bool, log *slog.Logger) (*reconcile.Report, error) {
-	k, err := kind.Of(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return k.Reconcile(ctx, cfg, states, repair, log)
+	return ops.Reconcile(ctx, cfg, states, repair, env.Logger)
 }
 
 // printReport writes the report for people: counts, then a bounded list of

@@ -2,15 +2,13 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
-	"github.com/syncd/syncd/watermark"
 )
 
 func cmdResync(ctx context.Context, env *Env, args []string) error {
@@ -61,13 +59,13 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
-	if err := Resync(store, cfg, fromTime); err != nil {
+	if err := ops.Resync(store, cfg, fromTime); err != nil {
 		return err
 	}
 	if fromTime.IsZero() {
 		fmt.Fprintf(env.Stdout, "source %s: watermark cleared; the next run re-reads the whole source\n", *name)
 	} else {
-		fmt.Fprintf(env.Stdout, "source %s: watermark moved back to %s; the next run re-reads from there\n", *name, timeText(fromTime))
+		fmt.Fprintf(env.Stdout, "source %s: watermark moved back to %s; the next run re-reads from there\n", *name, ops.TimeText(fromTime))
 	}
 	return nil
 }
@@ -98,34 +96,4 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 		return fmt.Errorf("the daemon at %s holds the state file and its resync endpoint over TCP is off: leave out --listen to use its admin socket, or restart it with SYNCD_ADMIN_TOKEN or --admin-token-file", c.where)
 	}
 	return fmt.Errorf("the daemon at %s answered %d: %s", c.where, code, msg)
-}
-
-// Resync moves the watermark of source c back to from (the zero time: the
-// start) and records c's settings as the ones the watermark now belongs
-// to. A stored state that no longer decodes is replaced: resync is the
-// recovery its error message names.
-func Resync(store *watermark.Store, c *config.Config, from time.Time) error {
-	name := c.Name
-	id := syncer.IdentityOf(c)
-	reset := func(st *watermark.State) {
-		st.Identity = &id
-		st.Cursor = nil
-		st.From = ""
-		st.ResyncedFrom = "start"
-		if !from.IsZero() {
-			st.From = from.Format("2006-01-02T15:04:05.999999Z07:00")
-			st.ResyncedFrom = st.From
-		}
-		st.ResyncedAt = time.Now().UTC()
-	}
-	err := store.Update(name, func(st *watermark.State) error {
-		reset(st)
-		return nil
-	})
-	if errors.Is(err, watermark.ErrCorrupt) {
-		var st watermark.State
-		reset(&st)
-		return store.Replace(name, st)
-	}
-	return err
 }

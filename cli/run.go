@@ -5,9 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -97,9 +97,9 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		case err != nil:
 			err = source.Explain(cfg, err)
 			if len(cfgs) == 1 && len(skipped) == 0 {
-				return sourceErr(cfg.Name, err)
+				return sourceerr.Name(cfg.Name, err)
 			}
-			fmt.Fprintf(env.Stderr, "syncd run: %s\n", oneLine(sourceErr(cfg.Name, err).Error()))
+			fmt.Fprintf(env.Stderr, "syncd run: %s\n", oneLine(sourceerr.Name(cfg.Name, err).Error()))
 			failed = append(failed, cfg.Name)
 		}
 	}
@@ -157,12 +157,4 @@ func (d *daemonFlags) register(fs interface {
 	fs.StringVar(&d.listen, "listen", daemon.DefaultListen, "admin HTTP address of the daemon (/healthz /readyz /metrics /status /resync); \"\" for none")
 	fs.DurationVar(&d.shutdownTimeout, "shutdown-timeout", daemon.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long to wait for the pages in flight to commit")
 	fs.StringVar(&d.tokenFile, "admin-token-file", "", "file holding the admin token that enables POST /resync (default $SYNCD_ADMIN_TOKEN)")
-}
-
-// sourceErr names the source in err, unless err already starts with it.
-func sourceErr(name string, err error) error {
-	if strings.HasPrefix(err.Error(), "source "+name+": ") {
-		return err
-	}
-	return fmt.Errorf("source %s: %w", name, err)
 }

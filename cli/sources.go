@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"path/filepath"
 	"sort"
@@ -25,6 +26,7 @@ func load(env *Env, path, name string) ([]*config.Config, error) {
 }
 
 func loadWith(env *Env, path, name string, o config.Options) ([]*config.Config, error) {
+	o.Getenv = env.Getenv
 	cfgs, err := config.LoadWith(path, o)
 	if err != nil {
 		return nil, err
@@ -59,7 +61,7 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 		}
 		members, skip, err := source.Expand(ctx, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("source %s: %w", c.Name, err)
+			return nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
 		}
 		if len(members)+len(skip) == 0 {
 			// Like a table that does not exist: most likely a mistake.
@@ -99,7 +101,7 @@ func reportSkipped(env *Env, cmd string, skipped []source.Skipped) {
 // skippedBy makes a skipped entry of a pattern table whose check failed
 // with a config error.
 func skippedBy(cfg *config.Config, err error) source.Skipped {
-	t, _ := config.ParseTable(cfg.Source.Table)
+	t := cfg.Source.Ident
 	reason := err.Error()
 	var fe *config.FieldError
 	if errors.As(err, &fe) {
@@ -137,7 +139,7 @@ func storedMembers(store *watermark.Store, cfgs []*config.Config) ([]*config.Con
 			}
 			sort.Strings(names)
 		}
-		p, _ := config.ParseTable(c.Source.Table)
+		p := c.Source.Ident
 		before := len(out)
 		for _, n := range names {
 			table, ok := strings.CutPrefix(n, c.Name+".")
@@ -170,7 +172,7 @@ func loadOne(ctx context.Context, env *Env, path, name string, catalog bool) (*c
 		return nil, fmt.Errorf("--source %s is a pattern source (%s): name one of its tables, such as %s: %w", name, c.Source.Table, config.MemberName(name, "TABLE"), ErrUsage)
 	}
 	if !catalog {
-		p, _ := config.ParseTable(c.Source.Table)
+		p := c.Source.Ident
 		t := config.Table{Schema: p.Schema, Name: strings.TrimPrefix(name, c.Name+".")}
 		if !c.Match(t) {
 			return nil, fmt.Errorf("--source %s: table %s is not matched by pattern source %s (%s): %w", name, t, c.Name, c.Source.Table, ErrUsage)

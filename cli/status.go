@@ -10,78 +10,10 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
-	"github.com/syncd/syncd/watermark"
 )
-
-// SourceStatus is one source in `syncd status --json`.
-type SourceStatus struct {
-	Name         string   `json:"name"`
-	Table        string   `json:"table"`
-	Sink         string   `json:"sink"`
-	Watermark    string   `json:"watermark"` // RFC 3339 with microseconds, or "" before the first page
-	Cursor       []string `json:"cursor"`
-	ResyncFrom   string   `json:"resync_from,omitempty"`
-	LastRunAt    string   `json:"last_run_at,omitempty"`
-	LastStatus   string   `json:"last_status,omitempty"`
-	LastError    string   `json:"last_error,omitempty"`
-	LastSuccess  string   `json:"last_success_at,omitempty"`
-	RowsLastRun  int64    `json:"rows_applied_last_run"` // rows read and applied by the last run
-	PagesLastRun int64    `json:"pages_last_run"`
-	// The row counters since the state began, exactly the counters of the
-	// same names in /metrics (syncd_rows_*_total): rows read (re-reads
-	// included), written (inserted or changed), deleted (soft deletes) and
-	// unchanged (read but neither written nor deleted: lookback re-reads,
-	// rows already equal). RowsTotal is RowsWritten, under its old name.
-	RowsRead      int64 `json:"rows_read_total"`
-	RowsWritten   int64 `json:"rows_written_total"`
-	RowsDeleted   int64 `json:"rows_deleted_total"`
-	RowsUnchanged int64 `json:"rows_unchanged_total"`
-	RowsTotal     int64 `json:"rows_applied_total"`
-	// CaughtUp is the point up to which the copy was last known to hold
-	// every committed source row (the read bound of the last run that
-	// caught up); FreshnessSeconds is now minus it (nil before the first
-	// run that caught up).
-	CaughtUp         string   `json:"caught_up,omitempty"`
-	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
-	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
-	// of the newest row in the copy, which grows while the source is quiet
-	// (nil when the first cursor column is not a timestamp or nothing was
-	// applied yet).
-	NewestRowAgeSeconds *float64 `json:"newest_row_age_seconds,omitempty"`
-	// Running is the progress of the run going (only from a daemon).
-	Running *syncer.Progress `json:"running,omitempty"`
-	// Bound is the commit-safe read limit of the last run; HeldBackSeconds
-	// is how far it was behind the source's clock; the holder fields name
-	// the open transaction that held it back, if one did.
-	Bound            string  `json:"bound,omitempty"`
-	HeldBackSeconds  float64 `json:"bound_held_back_seconds,omitempty"`
-	BoundHolderPID   int32   `json:"bound_holder_pid,omitempty"`
-	BoundHolderApp   string  `json:"bound_holder_application,omitempty"`
-	BoundHolderSince string  `json:"bound_holder_since,omitempty"`
-	// RowsNullCursor and RowsAheadOfClock are the rows the last run that
-	// caught up found outside the cursor's reach (a NULL cursor column; a
-	// first cursor column past the source's clock plus its allowance) and
-	// copied in its extra pass.
-	RowsNullCursor   int64 `json:"rows_null_cursor"`
-	RowsAheadOfClock int64 `json:"rows_ahead_of_clock"`
-	// IdentityError says why the next run will refuse the stored watermark
-	// (it was computed for other settings), with the resync that resets it.
-	IdentityError string `json:"identity_error,omitempty"`
-	// DroppedColumns are the copy's columns the source no longer has (kept,
-	// NULL in rows written since); Backfill is an unfinished column-added
-	// backfill and LastBackfill the last one that finished.
-	DroppedColumns []string            `json:"dropped_columns,omitempty"`
-	Backfill       *watermark.Backfill `json:"backfill,omitempty"`
-	LastBackfill   *watermark.Backfill `json:"last_backfill,omitempty"`
-}
-
-// Status is the document `syncd status --json` prints.
-type Status struct {
-	State   string         `json:"state"`
-	Sources []SourceStatus `json:"sources"`
-}
 
 func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "status")
@@ -111,7 +43,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := BuildStatus(store, cfgs)
+	st, err := ops.BuildStatus(store, cfgs)
 	if err != nil {
 		return err
 	}
@@ -123,7 +55,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 
 // identityProblem is the first source whose next run will refuse its
 // watermark, as a config error (exit 2).
-func identityProblem(st Status) error {
+func identityProblem(st ops.Status) error {
 	for _, s := range st.Sources {
 		if s.IdentityError != "" {
 			return configProblem(s.IdentityError)
@@ -160,8 +92,8 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 
 // daemonStatus reads the status of the daemon holding the state file,
 // once it has proved that it holds it.
-func daemonStatus(ctx context.Context, c *adminClient) (Status, error) {
-	var st Status
+func daemonStatus(ctx context.Context, c *adminClient) (ops.Status, error) {
+	var st ops.Status
 	code, body, err := c.call(ctx, "GET", "/status", nil)
 	if err != nil {
 		return st, err
@@ -175,74 +107,8 @@ func daemonStatus(ctx context.Context, c *adminClient) (Status, error) {
 	return st, nil
 }
 
-// BuildStatus reads the stored state of every configured source.
-func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) {
-	out := Status{State: store.Path(), Sources: []SourceStatus{}}
-	now := time.Now()
-	for _, c := range cfgs {
-		s, _, err := store.Get(c.Name)
-		if err != nil {
-			return out, err
-		}
-		out.Sources = append(out.Sources, withBound(now, s, SourceStatus{
-			Name:          c.Name,
-			Table:         c.Source.Table,
-			Sink:          c.Sink.Table,
-			Watermark:     watermarkText(s.Cursor),
-			Cursor:        s.Cursor,
-			ResyncFrom:    s.From,
-			LastRunAt:     timeText(s.LastRunAt),
-			LastStatus:    s.LastStatus,
-			LastError:     s.LastError,
-			LastSuccess:   timeText(s.LastSuccess),
-			RowsLastRun:   s.LastRows,
-			PagesLastRun:  s.LastPages,
-			RowsRead:      s.TotalRead,
-			RowsWritten:   s.TotalWritten,
-			RowsDeleted:   s.TotalDeleted,
-			RowsUnchanged: max(s.TotalRead-s.TotalWritten-s.TotalDeleted, 0),
-			RowsTotal:     s.TotalWritten,
-
-			RowsNullCursor:   s.NullCursorRows,
-			RowsAheadOfClock: s.AheadOfClockRows,
-		}))
-		// Without the DSNs (status loads none) the sink's database is
-		// unknown here: CheckIdentity compares every other setting, and
-		// the next run checks them all.
-		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil {
-			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
-		}
-	}
-	return out, nil
-}
-
-// withBound adds the freshness, the newest row's age and the last run's
-// read bound to a source's status.
-func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus {
-	if len(s.Cursor) > 0 {
-		if t, ok := ParsePGTime(s.Cursor[0]); ok {
-			age := now.Sub(t).Round(time.Millisecond).Seconds()
-			out.NewestRowAgeSeconds = &age
-		}
-	}
-	if !s.CaughtUp.IsZero() {
-		out.CaughtUp = timeText(s.CaughtUp)
-		f := now.Sub(s.CaughtUp).Round(time.Millisecond).Seconds()
-		out.FreshnessSeconds = &f
-	}
-	out.Bound = timeText(s.Bound)
-	if !s.Bound.IsZero() && !s.BoundAt.IsZero() {
-		out.HeldBackSeconds = s.BoundAt.Sub(s.Bound).Round(time.Millisecond).Seconds()
-	}
-	out.BoundHolderPID = s.BoundHolderPID
-	out.BoundHolderApp = s.BoundHolderApp
-	out.BoundHolderSince = timeText(s.BoundHolderSince)
-	out.DroppedColumns, out.Backfill, out.LastBackfill = s.Dropped, s.Backfill, s.LastBackfill
-	return out
-}
-
 // PrintStatus writes the status as JSON or as a table.
-func PrintStatus(env *Env, st Status, asJSON bool) error {
+func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -316,7 +182,7 @@ func progressText(p syncer.Progress) string {
 // printOutside names the rows the cursor cannot reach, when the last run
 // found any: they are copied by each run's extra pass, but only fixing them
 // in the source brings them back under the cursor.
-func printOutside(env *Env, s SourceStatus) {
+func printOutside(env *Env, s ops.SourceStatus) {
 	if s.RowsNullCursor > 0 {
 		fmt.Fprintf(env.Stdout, "%s: %d rows with a NULL cursor column at the last run; each run copies them in an extra pass; set the column and make it NOT NULL in %s\n", s.Name, s.RowsNullCursor, s.Table)
 	}
@@ -330,25 +196,6 @@ func cmpStr(s, def string) string {
 		return def
 	}
 	return s
-}
-
-func timeText(t time.Time) string {
-	if t.IsZero() {
-		return ""
-	}
-	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
-}
-
-// watermarkText renders a stored cursor: its first value as RFC 3339 with
-// microseconds when it is a timestamp, the values joined otherwise.
-func watermarkText(cursor []string) string {
-	if len(cursor) == 0 {
-		return ""
-	}
-	if t, ok := ParsePGTime(cursor[0]); ok {
-		return t.Format("2006-01-02T15:04:05.000000Z07:00")
-	}
-	return strings.Join(cursor, ",")
 }
 
 // ParsePGTime parses PostgreSQL's ISO text output of a timestamp (with or

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"slices"
 	"strings"
@@ -46,7 +47,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 			if errors.Is(err, config.ErrInvalid) {
 				return err
 			}
-			return sourceErr(cfg.Name, source.Explain(cfg, err))
+			return sourceerr.Name(cfg.Name, source.Explain(cfg, err))
 		}
 		if err := checkStoredIdentity(cfg, c.state); err != nil {
 			return err

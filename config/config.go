@@ -1,7 +1,11 @@
 // Package config loads syncd's source files: one YAML file per source, or a
 // folder of them. It owns the whole pipeline from bytes to a validated
-// Config: ${VAR} expansion, a strict decode that rejects unknown keys and
-// wrong types, defaults, and checks that name the file, the line and the key.
+// Config, in this order: file discovery and the unique-name rule (Files,
+// LoadEach); a strict decode that rejects unknown keys and wrong types and
+// expands ${VAR} references in values through Options.Getenv; defaults for
+// the keys left out; normalisation (DSNs read from their files, table names
+// parsed once into Source.Ident and Sink.Ident); and checks that name the
+// file, the line and the key.
 package config
 
 import (
@@ -61,8 +65,13 @@ type Source struct {
 	DSNFile string `yaml:"dsn_file"`
 	// Table is a table, or a pattern of tables such as public.* (see IsPattern).
 	Table string `yaml:"table"`
+	// Ident is Table parsed once by the loader (for a pattern source its
+	// Name holds the *): every package uses it instead of parsing Table.
+	Ident Table `yaml:"-"`
 	// Exclude lists patterns of tables a pattern Table does not take.
 	Exclude []string `yaml:"exclude"`
+	// excludes is Exclude parsed once, unqualified ones in Ident's schema.
+	excludes []Table
 	// Cursor lists the ordering columns; the last one is the unique tie-breaker.
 	Cursor  []string `yaml:"cursor"`
 	Columns []string `yaml:"columns"`
@@ -80,11 +89,14 @@ type Source struct {
 
 // Sink is where rows (or grants) are written.
 type Sink struct {
-	Type    string   `yaml:"type"`
-	DSN     string   `yaml:"dsn"`
-	DSNFile string   `yaml:"dsn_file"`
-	Table   string   `yaml:"table"`
-	Key     []string `yaml:"key"`
+	Type    string `yaml:"type"`
+	DSN     string `yaml:"dsn"`
+	DSNFile string `yaml:"dsn_file"`
+	Table   string `yaml:"table"`
+	// Ident is Table parsed once by the loader (for a pattern source its
+	// Name holds the *).
+	Ident Table    `yaml:"-"`
+	Key   []string `yaml:"key"`
 	// KeepDeleted keeps soft-deleted rows in the copy, flagged, instead of deleting them.
 	KeepDeleted bool `yaml:"keep_deleted"`
 	// Campaign names a coupon campaign (type coupon_grants).
@@ -105,6 +117,12 @@ func (c *Config) Errorf(key, format string, args ...any) error {
 	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
+// ErrorAt returns err as a config error at key: its text follows the
+// file, the line and the key, and errors.As still finds err.
+func (c *Config) ErrorAt(key string, err error) error {
+	return &FieldError{File: c.File, Line: c.Lines[key], Key: key, Msg: err.Error(), Err: err}
+}
+
 // KeyErrorf is Errorf for sink.key. The key defaults to the last cursor
 // column, so when the file does not set sink.key the error points at the
 // line of source.cursor.
@@ -122,6 +140,8 @@ type FieldError struct {
 	Line int
 	Key  string
 	Msg  string
+	// Err, when set, is the typed error Msg was made from.
+	Err error
 }
 
 func (e *FieldError) Error() string {
@@ -135,5 +155,10 @@ func (e *FieldError) Error() string {
 	return fmt.Sprintf("%s: %s: %s", loc, e.Key, e.Msg)
 }
 
-// Unwrap makes every FieldError an ErrInvalid.
-func (e *FieldError) Unwrap() error { return ErrInvalid }
+// Unwrap makes every FieldError an ErrInvalid, and lets errors.As find Err.
+func (e *FieldError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}

@@ -23,6 +23,16 @@ type Options struct {
 	// sink.dsn are neither expanded nor required, and dsn_file is not read.
 	// Commands that need only the state file (status) load this way.
 	NoSecrets bool
+	// Getenv looks up the variables of ${VAR} references (os.LookupEnv
+	// when nil): the one way a load reads the environment.
+	Getenv func(string) (string, bool)
+}
+
+func (o Options) getenv() func(string) (string, bool) {
+	if o.Getenv != nil {
+		return o.Getenv
+	}
+	return os.LookupEnv
 }
 
 // Load reads one source file, or every *.yaml/*.yml file of a folder, and
@@ -35,41 +45,94 @@ func LoadWith(path string, o Options) ([]*Config, error) {
 	if path == "" {
 		return nil, fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrInvalid)
 	}
-	st, err := os.Stat(path)
+	loads, err := LoadEach(path, o, nil)
 	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w (%w)", path, err, ErrInvalid)
+		return nil, err
 	}
-	files := []string{path}
-	if st.IsDir() {
-		files = nil
-		for _, pat := range []string{"*.yaml", "*.yml"} {
-			m, _ := filepath.Glob(filepath.Join(path, pat))
-			files = append(files, m...)
-		}
-		sort.Strings(files)
-		if len(files) == 0 {
-			return nil, fmt.Errorf("%s: no *.yaml or *.yml source files in this folder: %w", path, ErrInvalid)
-		}
+	if len(loads) == 0 {
+		return nil, fmt.Errorf("%s: no *.yaml or *.yml source files in this folder: %w", path, ErrInvalid)
 	}
 	var out []*Config
-	seen := map[string]string{}
-	for _, f := range files {
-		cs, err := LoadFileWith(f, o)
-		if err != nil {
-			return nil, err
+	for _, l := range loads {
+		if l.Err != nil {
+			return nil, l.Err
 		}
-		for _, c := range cs {
-			if prev, ok := seen[c.Name]; ok {
-				return nil, c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, prev)
-			}
-			seen[c.Name] = f
-			out = append(out, c)
-		}
+		out = append(out, l.Configs...)
 	}
 	if err := checkMemberNames(out); err != nil {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Files lists the source files of path: path itself when it is a file,
+// else the *.yaml and *.yml files of the folder, sorted (none is not an
+// error here).
+func Files(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w (%w)", path, err, ErrInvalid)
+	}
+	if !st.IsDir() {
+		return []string{path}, nil
+	}
+	var files []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, _ := filepath.Glob(filepath.Join(path, pat))
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// FileLoad is what LoadEach made of one source file.
+type FileLoad struct {
+	File string
+	// Configs are the file's sources; for a file that failed, the ones
+	// keep stood in with.
+	Configs []*Config
+	// Err says why the file was not loaded.
+	Err error
+}
+
+// LoadEach reads the source files of path (Files) one at a time, so that a
+// bad file costs only its own sources, and applies the rule that every
+// source name is unique: a file that uses a name an earlier file took
+// fails. keep, when set, gives the sources that stand in for a file that
+// failed (a reload keeps their previous configs); they take their names
+// first come, first served, and one whose name is taken is left out.
+func LoadEach(path string, o Options, keep func(file string) []*Config) ([]FileLoad, error) {
+	files, err := Files(path)
+	if err != nil {
+		return nil, err
+	}
+	var out []FileLoad
+	seen := map[string]string{} // source name -> file
+	for _, f := range files {
+		cs, err := LoadFileWith(f, o)
+		for _, c := range cs {
+			if prev, ok := seen[c.Name]; ok && err == nil {
+				err = c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, prev)
+			}
+		}
+		l := FileLoad{File: f, Err: err}
+		if err != nil {
+			cs = nil
+			if keep != nil {
+				for _, c := range keep(f) {
+					if _, taken := seen[c.Name]; !taken {
+						cs = append(cs, c)
+					}
+				}
+			}
+		}
+		for _, c := range cs {
+			seen[c.Name] = f
+		}
+		l.Configs = cs
+		out = append(out, l)
+	}
 	return out, nil
 }
 
@@ -142,7 +205,7 @@ func ParseAll(file string, data []byte, o Options) ([]*Config, error) {
 			continue // an empty document, such as after a trailing ---
 		}
 		c := &Config{File: file, Lines: map[string]int{}, noSecrets: o.NoSecrets}
-		d := decoder{file: file, lines: c.Lines, noSecrets: o.NoSecrets}
+		d := decoder{file: file, lines: c.Lines, noSecrets: o.NoSecrets, getenv: o.getenv()}
 		if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
 			return nil, err
 		}
@@ -169,6 +232,7 @@ type decoder struct {
 	file      string
 	lines     map[string]int
 	noSecrets bool // leave the dsn keys as written
+	getenv    func(string) (string, bool)
 }
 
 // secretKeys are the keys a load with Options.NoSecrets leaves unexpanded.
@@ -302,7 +366,7 @@ func (d *decoder) scalar(n *yaml.Node, key string) (string, error) {
 	var missing string
 	out := varRef.ReplaceAllStringFunc(n.Value, func(ref string) string {
 		name := varRef.FindStringSubmatch(ref)[1]
-		val, ok := os.LookupEnv(name)
+		val, ok := d.getenv(name)
 		if !ok && missing == "" {
 			missing = name
 		}

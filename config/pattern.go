@@ -13,23 +13,17 @@ import (
 // run each matched table as its own source (ForTable).
 
 // IsPattern reports whether source.table is a pattern of tables.
-func (c *Config) IsPattern() bool { return isPattern(c.Source.Table) }
-
-func isPattern(s string) bool {
-	t, err := ParseTable(s)
-	return err == nil && strings.Contains(t.Name, "*")
-}
+func (c *Config) IsPattern() bool { return strings.Contains(c.Source.Ident.Name, "*") }
 
 // Match reports whether the pattern source c takes table t: t is in the
 // pattern's schema, its name matches, and no source.exclude pattern
 // matches it (an exclude without a schema is in the pattern's schema).
 func (c *Config) Match(t Table) bool {
-	p, err := ParseTable(c.Source.Table)
-	if err != nil || p.Schema != t.Schema || !Glob(p.Name, t.Name) {
+	p := c.Source.Ident
+	if p.Schema != t.Schema || !Glob(p.Name, t.Name) {
 		return false
 	}
-	for _, e := range c.Source.Exclude {
-		x := excludeTable(e, p.Schema)
+	for _, x := range c.Source.excludes {
 		if x.Schema == t.Schema && Glob(x.Name, t.Name) {
 			return false
 		}
@@ -73,10 +67,12 @@ func MemberName(name, table string) string { return name + "." + table }
 
 // SinkFor is the sink table of the pattern source c for table t: sink.table
 // with its * replaced by t's name.
-func (c *Config) SinkFor(t Table) string {
-	sink, _ := ParseTable(c.Sink.Table)
+func (c *Config) SinkFor(t Table) string { return c.sinkFor(t).String() }
+
+func (c *Config) sinkFor(t Table) Table {
+	sink := c.Sink.Ident
 	sink.Name = strings.ReplaceAll(sink.Name, "*", t.Name)
-	return sink.String()
+	return sink
 }
 
 // Named is the source of the pattern source c for table t as far as names
@@ -86,9 +82,10 @@ func (c *Config) Named(t Table) *Config {
 	n := *c
 	n.Pattern = c.Name
 	n.Name = MemberName(c.Name, t.Name)
-	n.Source.Table = t.String()
-	n.Source.Exclude = nil
-	n.Sink.Table = c.SinkFor(t)
+	n.Source.Table, n.Source.Ident = t.String(), t
+	n.Source.Exclude, n.Source.excludes = nil, nil
+	n.Sink.Ident = c.sinkFor(t)
+	n.Sink.Table = n.Sink.Ident.String()
 	return &n
 }
 
@@ -124,7 +121,7 @@ func (c *Config) ForTable(t Table, key []string) (*Config, error) {
 // patterns: a * only in the table part, in sink.table only with a pattern
 // source.table, and then exactly one.
 func (c *Config) checkPattern() error {
-	src, _ := ParseTable(c.Source.Table)
+	src := c.Source.Ident
 	if strings.Contains(src.Schema, "*") {
 		return c.Errorf("source.table", "%q: a pattern matches tables of one schema; write schema.pattern, for example public.*", c.Source.Table)
 	}
@@ -141,8 +138,9 @@ func (c *Config) checkPattern() error {
 		if strings.Contains(x.Schema, "*") {
 			return c.Errorf(key, "%q: the schema part cannot be a pattern", e)
 		}
+		c.Source.excludes = append(c.Source.excludes, excludeTable(e, src.Schema))
 	}
-	sink, _ := ParseTable(c.Sink.Table)
+	sink := c.Sink.Ident
 	if strings.Contains(sink.Schema, "*") {
 		return c.Errorf("sink.table", "%q: the schema part cannot contain *", c.Sink.Table)
 	}

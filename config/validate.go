@@ -18,51 +18,85 @@ const (
 	DefaultSchedule = "@every 1m"
 )
 
-// CronParser parses every schedule syncd accepts: five fields, descriptors
+// cronParser parses every schedule syncd accepts: five fields, descriptors
 // such as @hourly and @every 30s, and an optional CRON_TZ= prefix.
-var CronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
+
+// ScheduleParser is the parser of schedule and reconcile.schedule: a
+// scheduler that runs the schedules of loaded configs must parse them with it.
+func ScheduleParser() cron.ScheduleParser { return cronParser }
 
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
-// finish applies defaults and checks everything that needs no database.
+// finish is the pipeline after the strict decode (which expands ${VAR}
+// references): defaults for the keys left out, then normalisation (the
+// DSNs read from their files, table names parsed into Ident) together with
+// every check that needs no database, in the order of the file.
 func (c *Config) finish() error {
+	c.defaults()
+	return c.check()
+}
+
+// defaults fills the keys left out or empty. The defaults that depend on
+// other keys (sink.key is the last cursor column; a coupon campaign has no
+// lookback) are set by check once those keys are known to be good.
+func (c *Config) defaults() {
+	if c.Schedule == "" {
+		c.Schedule = DefaultSchedule
+	}
+	if c.SchemaChanges == "" {
+		c.SchemaChanges = SchemaEvolve
+	}
+	s := &c.Source
+	if _, ok := c.Lines["source.lookback"]; !ok {
+		s.Lookback = Duration{DefaultLookback}
+	}
+	if _, ok := c.Lines["source.page_size"]; !ok && s.PageSize == 0 {
+		s.PageSize = DefaultPageSize
+	}
+	if s.Bound == "" {
+		s.Bound = BoundAll
+	}
+	if c.Sink.Type == "" {
+		c.Sink.Type = SinkPostgres
+	}
+}
+
+// check normalises and checks everything that needs no database; the
+// first problem is the error.
+func (c *Config) check() error {
 	if c.Name == "" {
 		return c.Errorf("name", "missing; every source file needs a unique name")
 	}
 	if !nameRE.MatchString(c.Name) {
 		return c.Errorf("name", "%q: use letters, digits, '.', '_' and '-' only (at most 128)", c.Name)
 	}
-	if c.Schedule == "" {
-		c.Schedule = DefaultSchedule
-	}
-	if _, err := CronParser.Parse(c.Schedule); err != nil {
+	if _, err := cronParser.Parse(c.Schedule); err != nil {
 		return c.Errorf("schedule", "%q is not a cron schedule (%v); use five fields, @hourly or @every 30s", c.Schedule, err)
 	}
 	if c.Reconcile != nil {
 		if c.Reconcile.Schedule == "" {
 			return c.Errorf("reconcile.schedule", "missing; say when the daemon reconciles, for example \"0 3 * * *\"")
 		}
-		if _, err := CronParser.Parse(c.Reconcile.Schedule); err != nil {
+		if _, err := cronParser.Parse(c.Reconcile.Schedule); err != nil {
 			return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", c.Reconcile.Schedule, err)
 		}
 	}
 	switch c.SchemaChanges {
-	case "":
-		c.SchemaChanges = SchemaEvolve
 	case SchemaEvolve, SchemaFail:
 	default:
 		return c.Errorf("schema_changes", "%q: use %s or %s", c.SchemaChanges, SchemaEvolve, SchemaFail)
 	}
-	if err := c.finishSource(); err != nil {
+	if err := c.checkSource(); err != nil {
 		return err
 	}
-	if err := c.finishSink(); err != nil {
+	if err := c.checkSink(); err != nil {
 		return err
 	}
 	return c.checkPattern()
 }
 
-func (c *Config) finishSource() error {
+func (c *Config) checkSource() error {
 	s := &c.Source
 	dsn, err := c.secret("source.dsn", s.DSN, "source.dsn_file", s.DSNFile)
 	if err != nil {
@@ -72,9 +106,11 @@ func (c *Config) finishSource() error {
 	if s.Table == "" {
 		return c.Errorf("source.table", "missing; name the table to read, for example public.orders")
 	}
-	if _, err := ParseTable(s.Table); err != nil {
+	t, err := ParseTable(s.Table)
+	if err != nil {
 		return c.Errorf("source.table", "%v", err)
 	}
+	s.Ident = t
 	if len(s.Cursor) == 0 {
 		return c.Errorf("source.cursor", "missing; list the ordering columns ending with a unique one, for example [updated_at, id]")
 	}
@@ -94,21 +130,13 @@ func (c *Config) finishSource() error {
 			return c.Errorf("source.deleted_column", "%q must be listed in source.columns", s.DeletedColumn)
 		}
 	}
-	if _, ok := c.Lines["source.lookback"]; !ok {
-		s.Lookback = Duration{DefaultLookback}
-	}
 	if s.PageSize == 0 {
-		if _, ok := c.Lines["source.page_size"]; ok {
-			return c.Errorf("source.page_size", "must be at least 1")
-		}
-		s.PageSize = DefaultPageSize
+		return c.Errorf("source.page_size", "must be at least 1")
 	}
 	if s.PageSize < 1 || s.PageSize > 1_000_000 {
 		return c.Errorf("source.page_size", "%d is out of range; use 1 to 1000000", s.PageSize)
 	}
 	switch s.Bound {
-	case "":
-		s.Bound = BoundAll
 	case BoundAll, BoundWriters, BoundOff:
 	default:
 		return c.Errorf("source.bound", "%q: use %s, %s or %s", s.Bound, BoundAll, BoundWriters, BoundOff)
@@ -116,11 +144,8 @@ func (c *Config) finishSource() error {
 	return nil
 }
 
-func (c *Config) finishSink() error {
+func (c *Config) checkSink() error {
 	k := &c.Sink
-	if k.Type == "" {
-		k.Type = SinkPostgres
-	}
 	dsn, err := c.secret("sink.dsn", k.DSN, "sink.dsn_file", k.DSNFile)
 	if err != nil {
 		return err
@@ -129,9 +154,11 @@ func (c *Config) finishSink() error {
 	if k.Table == "" {
 		return c.Errorf("sink.table", "missing; name the table to write, for example public.orders_copy")
 	}
-	if _, err := ParseTable(k.Table); err != nil {
+	t, err := ParseTable(k.Table)
+	if err != nil {
 		return c.Errorf("sink.table", "%v", err)
 	}
+	k.Ident = t
 	if err := c.names("sink.key", k.Key); err != nil {
 		return err
 	}

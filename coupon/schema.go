@@ -26,10 +26,7 @@ type tables struct {
 }
 
 func tablesOf(c *config.Config) (tables, error) {
-	t, err := config.ParseTable(c.Sink.Table)
-	if err != nil {
-		return tables{}, c.Errorf("sink.table", "%v", err)
-	}
+	t := c.Sink.Ident
 	if len(t.Name)+len(TargetsSuffix) > 63 {
 		return tables{}, c.Errorf("sink.table", "%q is too long: syncd keeps the targets in %q, which must fit PostgreSQL's 63 bytes; use a shorter name", t.Name, t.Name+TargetsSuffix)
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/ops"
 )
 
 const token = "s3cret-admin-token"
@@ -39,7 +39,7 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	if lag.ReplaceAllString(out, "") != lag.ReplaceAllString(api, "") {
 		t.Errorf("status --json printed\n%s\nbut GET /status says\n%s", out, api)
 	}
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,11 @@
 // Package daemon owns syncd's long-running mode: one cron scheduler that
 // starts each source's run on its own schedule (skipping a tick while the
-// previous run of that source is still going), retries of transient faults
-// with backoff, config reload between runs, the graceful stop (no new page,
-// the page in flight commits, its watermark is written) and the HTTP admin
-// server with health, readiness, metrics, status and resync.
+// previous run of that source is still going) and its scheduled reconcile,
+// retries of transient faults with backoff, config reload between runs, the
+// graceful stop (no new page, the page in flight commits, its watermark is
+// written) and the HTTP admin server with health, readiness, metrics,
+// status and resync. Status, resync and reconcile are package ops's, as
+// for the command line.
 //
 // Signals are the caller's business: it closes Options.Stop on the first
 // SIGTERM/SIGINT, cancels the context on the second, and sends on
@@ -31,7 +33,6 @@ import (
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/metrics"
-	"github.com/syncd/syncd/reconcile"
 	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
@@ -62,6 +63,9 @@ type Options struct {
 	// Configs are the sources loaded at start (strictly: the caller refuses
 	// to start on a bad file).
 	Configs []*config.Config
+	// Load are the options a reload loads ConfigPath with (those the
+	// caller loaded Configs with).
+	Load    config.Options
 	Store   *watermark.Store
 	Logger  *slog.Logger
 	Version string
@@ -91,18 +95,6 @@ type Options struct {
 	// OnConfig is called for every config read by a reload (the CLI
 	// registers its DSN passwords for scrubbing).
 	OnConfig func(*config.Config)
-	// Status builds the document of GET /status (the JSON of
-	// `syncd status --json`) for the configs in effect and the progress of
-	// the runs going.
-	Status func(cfgs []*config.Config, running map[string]syncer.Progress) (any, error)
-	// Resync moves a source's watermark back (from zero: to the start) and
-	// records the source's settings as the watermark's identity.
-	Resync func(c *config.Config, from time.Time) error
-	// Reconcile, when set, runs on cfg.Reconcile.Schedule for each config
-	// that has a reconcile section (cfg.Reconcile.Repair says whether to
-	// repair); its report's counts feed syncd_reconcile_differences.
-	Reconcile func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error)
-
 	// Expand, when set, matches a pattern source (config.IsPattern) against
 	// its catalog and returns a source per table that can be synced, and
 	// the tables it skips. The daemon calls it at start, on the pattern
@@ -161,7 +153,7 @@ func Run(ctx context.Context, o Options) error {
 		log:      o.Logger,
 		reg:      reg,
 		m:        metrics.New(reg, o.Version),
-		cron:     cron.New(cron.WithParser(config.CronParser), cron.WithLogger(cron.DiscardLogger)),
+		cron:     newCron(),
 		ctx:      ctx,
 		stopCtx:  stopCtx,
 		stop:     make(chan struct{}),
@@ -238,6 +230,13 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return err
+}
+
+// newCron makes the scheduler of every source's schedules. It is the one
+// place that decides how schedules are read and timed: an injectable clock
+// for tests belongs here.
+func newCron() *cron.Cron {
+	return cron.New(cron.WithParser(config.ScheduleParser()), cron.WithLogger(cron.DiscardLogger))
 }
 
 // server is one admin listener being served.

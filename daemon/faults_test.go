@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
 )
 
 // A permanent error (a missing table) marks that source failed in status,
@@ -49,7 +49,7 @@ func TestPermanentErrorLeavesOtherSourcesSyncing(t *testing.T) {
 		t.Errorf("/readyz = %d %q, want 503 naming source bad and its missing table", code, body)
 	}
 	_, body = httpGet(t, "http://"+d.addr+"/status")
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}

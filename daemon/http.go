@@ -4,6 +4,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"github.com/syncd/syncd/kind"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -98,11 +100,8 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // status serves exactly what `syncd status --json` prints.
 func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
-	if d.o.Status == nil {
-		reply(w, http.StatusNotImplemented, Reply{Message: "status is not available in this build"})
-		return
-	}
-	st, err := d.o.Status(d.configs(), d.running())
+	st, err := ops.BuildStatus(d.o.Store, d.configs())
+	st.WithRunning(d.running())
 	if err != nil {
 		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
 		return
@@ -117,7 +116,7 @@ func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 // or at the end of the run in flight. It changes state, so it is off
 // without an admin token and requires the token as a bearer credential.
 func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
-	if d.o.Resync == nil || (d.o.AdminToken == "" && !local) {
+	if d.o.AdminToken == "" && !local {
 		reply(w, http.StatusForbidden, Reply{Message: "resync over HTTP is off: start the daemon with SYNCD_ADMIN_TOKEN or --admin-token-file to enable it, or use its admin socket"})
 		return
 	}
@@ -150,6 +149,10 @@ func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
 	d.mu.Unlock()
 	if !ok {
 		reply(w, http.StatusNotFound, Reply{Message: fmt.Sprintf("source %q is not configured in this daemon", req.Source)})
+		return
+	}
+	if k, err := kind.Of(s.config()); err == nil && k.NoResync != "" {
+		reply(w, http.StatusBadRequest, Reply{Message: fmt.Sprintf("source %s %s", req.Source, k.NoResync)})
 		return
 	}
 	if err := syncer.CheckFrom(r.Context(), s.config(), from); err != nil {

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/ops"
 )
 
 // impostor is a local process on an admin address that is not the daemon.
@@ -49,7 +49,7 @@ func startImpostor(t *testing.T, realAddr, state string) *impostor {
 			defer resp.Body.Close()
 			_, _ = io.Copy(w, resp.Body)
 		case "/status":
-			_ = json.NewEncoder(w).Encode(cli.Status{State: state, Sources: []cli.SourceStatus{{Name: "orders", LastStatus: "ok", RowsTotal: 123456789}}})
+			_ = json.NewEncoder(w).Encode(ops.Status{State: state, Sources: []ops.SourceStatus{{Name: "orders", LastStatus: "ok", RowsTotal: 123456789}}})
 		default:
 			_, _ = w.Write([]byte(`{"message": "source orders: watermark cleared; the next run re-reads the whole source", "applied": true}`))
 		}
@@ -115,7 +115,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	// Without --listen: the socket, no token, the real answers.
 	before := len(im.requests())
 	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
-	var st cli.Status
+	var st ops.Status
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Sources) != 1 || st.Sources[0].RowsWritten != 300 {
 		t.Fatalf("status over the socket: exit %d, stdout %q, stderr %q; want the daemon's status with 300 rows written", code, out, errOut)
 	}

@@ -9,11 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/retry"
-	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -68,11 +66,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 		OnListen:   func(a string) { listening <- a },
 		Stop:       d.stop,
 		Reload:     d.reload,
-		Status: func(cfgs []*config.Config, _ map[string]syncer.Progress) (any, error) {
-			return cli.BuildStatus(store, cfgs)
-		},
-		Resync:  func(c *config.Config, from time.Time) error { return cli.Resync(store, c, from) },
-		Backoff: retry.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Attempts: 30},
+		Backoff:    retry.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond, Attempts: 30},
 	}
 	if edit != nil {
 		edit(&o)

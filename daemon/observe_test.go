@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/ops"
 )
 
 // A quiet source synced every second is fresh to within seconds although
@@ -32,7 +32,7 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 
 	_, body := httpGet(t, "http://"+addr+"/status")
 	m := scrape(t, addr)
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Sources) != 1 {
 		t.Fatalf("GET /status: %v: %s", err, body)
 	}
@@ -116,7 +116,7 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if !strings.Contains(p.output(), `"from":"the start"`) {
 		t.Errorf("the run started line does not say it starts from the start")
 	}
-	var st cli.Status
+	var st ops.Status
 	eventually(t, 10*time.Second, "status to show the run", func() bool {
 		code, out, _ := runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
 		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Sources[0].Running != nil
@@ -148,7 +148,7 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 		t.Errorf("%d progress lines for a run of about 10 s, want at most one per 10 s", n)
 	}
 	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
-	st = cli.Status{}
+	st = ops.Status{}
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Sources[0].Running != nil || st.Sources[0].RowsRead != 2000 {
 		t.Errorf("status after the run: exit %d: %s", code, out)
 	}

@@ -1,9 +1,6 @@
 package daemon
 
 import (
-	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -17,11 +14,6 @@ import (
 // from their next run, removed ones stop being scheduled (a run in flight
 // finishes). Pattern sources are matched against their catalogs again.
 func (d *daemon) reload() {
-	files, err := configFiles(d.o.ConfigPath)
-	if err != nil {
-		d.log.Error("config not reloaded; every source keeps its config", "err", err)
-		return
-	}
 	d.mu.Lock()
 	stopping := d.stopping
 	d.mu.Unlock()
@@ -32,42 +24,41 @@ func (d *daemon) reload() {
 	prevFiles := d.files
 	d.pmu.Unlock()
 
+	// A file that fails keeps its sources' previous configs.
+	loads, err := config.LoadEach(d.o.ConfigPath, d.o.Load, func(f string) []*config.Config { return prevFiles[f] })
+	if err != nil {
+		d.log.Error("config not reloaded; every source keeps its config", "err", err)
+		return
+	}
 	next := map[string]*config.Config{} // by name
 	nextFiles := map[string][]*config.Config{}
 	var invalid []string
-	for _, f := range files {
-		cs, err := config.LoadFileWith(f, config.Options{})
-		for _, c := range cs {
-			if other, dup := next[c.Name]; dup && err == nil {
-				err = c.Errorf("name", "source name %q is already used by %s; give each source a unique name", c.Name, other.File)
-			}
+	for _, l := range loads {
+		for _, c := range l.Configs {
+			next[c.Name] = c
 		}
-		if err != nil {
-			invalid = append(invalid, f)
-			prev := prevFiles[f]
-			var names []string
-			for _, c := range prev {
-				if _, taken := next[c.Name]; !taken {
-					next[c.Name] = c
-					nextFiles[f] = append(nextFiles[f], c)
+		if len(l.Configs) > 0 {
+			nextFiles[l.File] = l.Configs
+		}
+		if l.Err != nil {
+			invalid = append(invalid, l.File)
+			if len(prevFiles[l.File]) > 0 {
+				var names []string
+				for _, c := range l.Configs {
 					names = append(names, c.Name)
 				}
-			}
-			if len(prev) > 0 {
 				d.log.Error("config file not reloaded: its source keeps its previous config; fix the file and reload again",
-					"file", f, "source", strings.Join(names, ","), "err", err)
+					"file", l.File, "source", strings.Join(names, ","), "err", l.Err)
 			} else {
-				d.log.Error("new config file not loaded; fix it and reload again", "file", f, "err", err)
+				d.log.Error("new config file not loaded; fix it and reload again", "file", l.File, "err", l.Err)
 			}
 			continue
 		}
-		for _, c := range cs {
+		for _, c := range l.Configs {
 			if d.o.OnConfig != nil {
 				d.o.OnConfig(c)
 			}
-			next[c.Name] = c
 		}
-		nextFiles[f] = cs
 	}
 	d.pmu.Lock()
 	d.files = nextFiles
@@ -142,25 +133,4 @@ func sameConfig(a, b *config.Config) bool {
 	x, y := *a, *b
 	x.Lines, y.Lines = nil, nil
 	return reflect.DeepEqual(x, y)
-}
-
-// configFiles lists the source files of path as config.Load does.
-func configFiles(path string) ([]string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
-	if !st.IsDir() {
-		return []string{path}, nil
-	}
-	var files []string
-	for _, pat := range []string{"*.yaml", "*.yml"} {
-		m, err := filepath.Glob(filepath.Join(path, pat))
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", path, err)
-		}
-		files = append(files, m...)
-	}
-	sort.Strings(files)
-	return files, nil
 }

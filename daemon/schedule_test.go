@@ -3,17 +3,13 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
-	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/daemon"
-	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/ops"
 )
 
 // The schedule fires again and again, each run picks up the rows written
@@ -101,7 +97,7 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("GET /status: %d %s", code, body)
 	}
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -140,45 +136,64 @@ func TestTickSkippedWhileRunning(t *testing.T) {
 	}
 }
 
-// A config with a reconcile section gets the reconcile function called on
-// its own schedule, counted in the metrics.
+// A config with a reconcile section is reconciled on its own schedule with
+// its own repair setting, and what it finds feeds the metrics: with repair
+// the daemon mends the copy; without, it leaves the copy and reports
+// exactly what differs and how many rows it could not compare yet.
 func TestReconcileScheduled(t *testing.T) {
 	f := newFixture(t)
 	f.table(t, "src", 10)
-	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: true")
-	calls := make(chan string, 100)
-	d := startDaemon(t, path, func(o *daemon.Options) {
-		o.Reconcile = func(ctx context.Context, cfg *config.Config) (*reconcile.Report, error) {
-			if !cfg.Reconcile.Repair {
-				return nil, errors.New("repair not passed through")
-			}
-			calls <- cfg.Name
-			return &reconcile.Report{Source: cfg.Name, Missing: 2, Changed: 1, Duplicate: 1, Repaired: true,
-				NotCovered: map[string]int64{reconcile.ReasonPending: 5}}, nil
-		}
+	f.table(t, "src2", 10)
+	f.source(t, "fixed.yaml", "fixed", "src", "copy", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: true")
+	f.source(t, "kept.yaml", "kept", "src2", "copy2", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: false")
+	d := startDaemon(t, f.dir, nil)
+	// The start-up run copies both; the hourly schedule runs no other.
+	eventually(t, 20*time.Second, "both start-up runs", func() bool {
+		m := scrape(t, d.addr)
+		return m[`syncd_runs_total{outcome="ok",source="fixed"}`] == 1 && m[`syncd_runs_total{outcome="ok",source="kept"}`] == 1
 	})
-	select {
-	case name := <-calls:
-		if name != "orders" {
-			t.Errorf("reconcile called for %q", name)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("reconcile was not called on its schedule")
-	}
-	eventually(t, 5*time.Second, "the reconcile counted", func() bool {
-		return scrape(t, d.addr)[`syncd_reconcile_runs_total{outcome="ok",source="orders"}`] >= 1
+	f.requireEqual(t, "src", "copy")
+	f.requireEqual(t, "src2", "copy2")
+	// Two rows lost and one changed in each copy; five rows past kept's
+	// watermark that no run copies before the next hour.
+	f.db.Exec(t, `DELETE FROM copy WHERE id IN (1, 2); UPDATE copy SET v = 'broken' WHERE id = 3;
+DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3`)
+	f.insert(t, "src2", 11, 15)
+
+	eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
+	eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
+		m := scrape(t, d.addr)
+		return m[`syncd_reconcile_runs_total{outcome="ok",source="fixed"}`] >= 1 &&
+			m[`syncd_reconcile_differences{kind="missing",source="kept"}`] == 2 &&
+			m[`syncd_reconcile_differences{kind="changed",source="kept"}`] == 1 &&
+			m[`syncd_reconcile_not_covered_rows{reason="pending",source="kept"}`] == 5
 	})
 	m := scrape(t, d.addr)
-	for kind, want := range map[string]float64{"missing": 2, "extra": 0, "changed": 1, "duplicate": 1, "null_key": 0} {
-		if got := m[`syncd_reconcile_differences{kind="`+kind+`",source="orders"}`]; got != want {
-			t.Errorf("reconcile differences %s = %v, want %v", kind, got, want)
+	for _, src := range []string{"fixed", "kept"} {
+		if m[`syncd_reconcile_runs_total{outcome="ok",source="`+src+`"}`] < 1 {
+			t.Errorf("no ok reconcile of %s counted", src)
+		}
+		if got := m[`syncd_runs_total{outcome="ok",source="`+src+`"}`]; got != 1 {
+			t.Errorf("%s: %v ok runs, want 1: only a reconcile may have touched the copy", src, got)
 		}
 	}
-	// Rows the reconcile could not compare, by reason.
-	for reason, want := range map[string]float64{"pending": 5, "no_watermark": 0} {
-		key := `syncd_reconcile_not_covered_rows{reason="` + reason + `",source="orders"}`
-		if got, ok := m[key]; !ok || got != want {
-			t.Errorf("%s = %v (present %v), want %v", key, got, ok, want)
+	for kind, want := range map[string]float64{"extra": 0, "duplicate": 0, "null_key": 0} {
+		if got := m[`syncd_reconcile_differences{kind="`+kind+`",source="kept"}`]; got != want {
+			t.Errorf("kept: reconcile differences %s = %v, want %v", kind, got, want)
 		}
 	}
+	if got, ok := m[`syncd_reconcile_not_covered_rows{reason="no_watermark",source="kept"}`]; !ok || got != 0 {
+		t.Errorf("kept: not covered no_watermark = %v (present %v), want 0", got, ok)
+	}
+	// repair: false left kept's copy as it was: 2 missing, 1 changed, 5 not copied yet.
+	if got := f.diff(t, "src2", "copy2"); got != 8 {
+		t.Errorf("kept's copy differs in %d rows, want 8 (left unrepaired)", got)
+	}
+	// After the repair, fixed's last reconcile found nothing left.
+	eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
+		m := scrape(t, d.addr)
+		return m[`syncd_reconcile_differences{kind="missing",source="fixed"}`] == 0 &&
+			m[`syncd_reconcile_differences{kind="changed",source="fixed"}`] == 0
+	})
+	f.requireEqual(t, "src", "copy")
 }

@@ -10,17 +10,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/ops"
 )
 
 // statusOf runs `syncd status --json` on a state file no daemon holds.
-func statusOf(t *testing.T, cfg, state string) cli.Status {
+func statusOf(t *testing.T, cfg, state string) ops.Status {
 	t.Helper()
 	code, out, errOut := runSyncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
 	if code != 0 {
 		t.Fatalf("syncd status: exit %d: %s", code, errOut)
 	}
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatalf("status JSON: %v: %s", err, out)
 	}

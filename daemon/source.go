@@ -11,6 +11,7 @@ import (
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/metrics"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/runlock"
 	syncsource "github.com/syncd/syncd/source"
@@ -105,7 +106,7 @@ func (s *source) schedule(c *config.Config) {
 	} else {
 		ids = append(ids, id)
 	}
-	if c.Reconcile != nil && c.Reconcile.Schedule != "" && s.d.o.Reconcile != nil {
+	if c.Reconcile != nil && c.Reconcile.Schedule != "" {
 		id, err := s.d.cron.AddFunc(c.Reconcile.Schedule, func() { s.tick(jobReconcile) })
 		if err != nil {
 			s.log.Error("reconcile schedule not usable; reconcile will not run", "schedule", c.Reconcile.Schedule, "err", err)
@@ -184,7 +185,7 @@ func (s *source) runJob(job string, cfg *config.Config) {
 
 // reconcile runs the scheduled reconcile and records what it found.
 func (s *source) reconcile(cfg *config.Config, started time.Time) string {
-	rep, err := s.d.o.Reconcile(s.d.stopCtx, cfg)
+	rep, err := ops.Reconcile(s.d.stopCtx, cfg, s.d.o.Store, cfg.Reconcile != nil && cfg.Reconcile.Repair, s.d.log)
 	took := time.Since(started).Round(time.Millisecond).String()
 	if err != nil {
 		s.log.Error("scheduled reconcile failed", "err", err, "duration", took)
@@ -230,7 +231,7 @@ func (s *source) finish(job, outcome string, err error) {
 	if s.pending != nil {
 		from := *s.pending
 		s.pending = nil
-		if rerr := s.d.o.Resync(s.cfg, from); rerr != nil {
+		if rerr := ops.Resync(s.d.o.Store, s.cfg, from); rerr != nil {
 			s.log.Error("resync requested during the run could not be applied", "err", rerr)
 		} else {
 			s.log.Info("resync requested during the run applied", "from", resyncText(from))
@@ -315,7 +316,7 @@ func (s *source) requestResync(from time.Time) (applied bool, err error) {
 		s.pending = &from
 		return false, nil
 	}
-	if err := s.d.o.Resync(s.cfg, from); err != nil {
+	if err := ops.Resync(s.d.o.Store, s.cfg, from); err != nil {
 		return false, err
 	}
 	return true, nil

@@ -4,7 +4,7 @@
 // registry the caller passes in (never the global one) and carries the
 // label "source". Other parts of syncd add their series through the
 // exported methods (reconcile) or by registering collectors on the same
-// registry (Registerer).
+// registry.
 package metrics
 
 import (
@@ -24,8 +24,6 @@ const (
 
 // Metrics holds every series of one daemon.
 type Metrics struct {
-	reg prometheus.Registerer
-
 	rowsRead      *prometheus.CounterVec
 	rowsApplied   *prometheus.CounterVec
 	rowsWritten   *prometheus.CounterVec
@@ -55,7 +53,6 @@ type Metrics struct {
 func New(reg prometheus.Registerer, version string) *Metrics {
 	src := []string{"source"}
 	m := &Metrics{
-		reg: reg,
 		rowsRead: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_rows_read_total",
 			Help: "Rows read from the source in pages that committed in the sink, re-reads included; counted since the state file began, like status.",
@@ -145,10 +142,6 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	m.outside = newOutside(reg)
 	return m
 }
-
-// Registerer is the registry the series live in, for other parts of syncd
-// (the commit-safe bound, for example) to add theirs.
-func (m *Metrics) Registerer() prometheus.Registerer { return m.reg }
 
 // Totals are a source's row counters as stored in the state file.
 type Totals struct {

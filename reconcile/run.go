@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"log/slog"
 	"math/big"
 	"time"
@@ -76,7 +77,7 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		return nil, err
 	}
 	defer dst.Close(context.WithoutCancel(ctx))
-	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	dstTable := cfg.Sink.Ident
 	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
 	if err != nil {
 		return nil, err
@@ -99,7 +100,8 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		dst.PrepareReplace(src.Table.Columns)
 	}
 	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table.Cursor) {
-		return nil, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start`", cfg.Name, len(st.Cursor), len(src.Table.Cursor), cfg.Name)
+		return nil, &sourceerr.ResyncNeeded{Source: cfg.Name,
+			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table.Cursor))}
 	}
 	cov, err := newCoverage(ctx, cfg, src, st)
 	if err != nil {
@@ -177,7 +179,7 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 			}
 		}
 	}
-	dstTable, _ := config.ParseTable(cfg.Sink.Table)
+	dstTable := cfg.Sink.Ident
 	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
 	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
 	for _, sd := range []*side{c.src, c.dst} {

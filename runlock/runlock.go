@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -97,6 +98,9 @@ func (e *CollisionError) Error() string {
 		e.Target.Source, e.Target.Writes, e.Holder)
 }
 
+// SourceName is the source the error is about (it names it first).
+func (e *CollisionError) SourceName() string { return e.Target.Source }
+
 // Unwrap makes a CollisionError an ErrCollision.
 func (e *CollisionError) Unwrap() error { return ErrCollision }
 
@@ -155,7 +159,7 @@ func (l *Lock) heldBy(ctx context.Context) error {
 	h, same, err := holder(ctx, l.conn, t)
 	switch {
 	case err != nil:
-		return fmt.Errorf("source %s: %w (it could not be identified: %v); this run is skipped", t.Source, ErrHeld, err)
+		return &sourceerr.SourceError{Source: t.Source, Err: fmt.Errorf("%w (it could not be identified: %v); this run is skipped", ErrHeld, err)}
 	case !same && h.PID != 0:
 		return &CollisionError{Target: t, Holder: h}
 	}

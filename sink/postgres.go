@@ -58,8 +58,7 @@ func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, _ := config.ParseTable(c.Sink.Table)
-	return &Postgres{conn: conn, cfg: c, table: t}, nil
+	return &Postgres{conn: conn, cfg: c, table: c.Sink.Ident}, nil
 }
 
 // Conn is the sink's connection.

@@ -75,7 +75,7 @@ type catalogColumn struct {
 // column, and every cursor column has a supported type. Problems come back
 // as config errors naming the file, the line and the key.
 func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, error) {
-	ident, _ := config.ParseTable(c.Source.Table)
+	ident := c.Source.Ident
 	all, err := columns(ctx, conn, ident)
 	if err != nil {
 		return nil, fmt.Errorf("describe %s: %w", ident, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
@@ -32,7 +33,7 @@ func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped,
 		return nil, nil, err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	pattern, _ := config.ParseTable(c.Source.Table)
+	pattern := c.Source.Ident
 	rows, err := conn.Query(ctx, `
 SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
@@ -82,7 +83,7 @@ ORDER BY c.relname`, pattern.Schema)
 		if _, err := Describe(ctx, conn, m); err != nil {
 			var fe *config.FieldError
 			if !errors.As(err, &fe) {
-				return nil, nil, fmt.Errorf("source %s: %w", m.Name, err)
+				return nil, nil, &sourceerr.SourceError{Source: m.Name, Err: err}
 			}
 			skip(fe.Key + ": " + fe.Msg)
 			continue

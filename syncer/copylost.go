@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -22,10 +23,7 @@ func checkCopyNotLost(ctx context.Context, conn *pgx.Conn, c *config.Config, st 
 	if conn == nil || st.Cursor == nil || st.TotalRows == 0 || c.Source.DeletedColumn != "" {
 		return nil
 	}
-	t, err := config.ParseTable(c.Sink.Table)
-	if err != nil {
-		return nil // reported by the sink with its key
-	}
+	t := c.Sink.Ident
 	q := pgutil.Qualified(t.Schema, t.Name)
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil {
@@ -42,6 +40,7 @@ func checkCopyNotLost(ctx context.Context, conn *pgx.Conn, c *config.Config, st 
 		}
 		state = "empty"
 	}
-	return c.Errorf("sink.table", "the copy %s is %s, but the watermark of source %s in %s is at (%s) after %d rows were applied: the copy was dropped or emptied (or the sink is another database), and resuming would copy only the rows after the watermark; to rebuild it run `syncd resync --source %s --from-start` (or --from TIME to keep only newer rows)",
-		t, state, c.Name, statePath, strings.Join(st.Cursor, ", "), st.TotalRows, c.Name)
+	return c.ErrorAt("sink.table", &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from TIME to keep only newer rows)",
+		Reason: fmt.Sprintf("the copy %s is %s, but the watermark of source %s in %s is at (%s) after %d rows were applied: the copy was dropped or emptied (or the sink is another database), and resuming would copy only the rows after the watermark; to rebuild it ",
+			t, state, c.Name, statePath, strings.Join(st.Cursor, ", "), st.TotalRows)})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -83,9 +84,9 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 	}
 }
 
-func status(t *testing.T, f *fixture, c *config.Config) cli.SourceStatus {
+func status(t *testing.T, f *fixture, c *config.Config) ops.SourceStatus {
 	t.Helper()
-	var doc cli.Status
+	var doc ops.Status
 	if err := json.Unmarshal([]byte(printStatus(t, f, c, true)), &doc); err != nil {
 		t.Fatalf("status --json: %v", err)
 	}
@@ -100,7 +101,7 @@ func statusText(t *testing.T, f *fixture, c *config.Config) string {
 // printStatus prints what `syncd status` (--json) prints for one source.
 func printStatus(t *testing.T, f *fixture, c *config.Config, asJSON bool) string {
 	t.Helper()
-	st, err := cli.BuildStatus(f.store, []*config.Config{c})
+	st, err := ops.BuildStatus(f.store, []*config.Config{c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"maps"
 	"slices"
 	"strconv"
@@ -32,14 +33,14 @@ var identityKeys = []string{
 // password) and a fingerprint of them.
 func IdentityOf(c *config.Config) watermark.Identity {
 	s := map[string]string{
-		"source.table":          tableText(c.Source.Table),
+		"source.table":          c.Source.Ident.String(),
 		"source.cursor":         namesText(c.Source.Cursor),
 		"source.where":          whereText(c.Source.Where),
 		"source.columns":        namesText(slices.Sorted(slices.Values(c.Source.Columns))),
 		"source.deleted_column": c.Source.DeletedColumn,
 		"sink.type":             c.Sink.Type,
 		"sink.database":         databaseText(c.Sink.DSN),
-		"sink.table":            tableText(c.Sink.Table),
+		"sink.table":            c.Sink.Ident.String(),
 		"sink.key":              namesText(c.Sink.Key),
 		"sink.keep_deleted":     strconv.FormatBool(c.Sink.KeepDeleted),
 	}
@@ -96,8 +97,9 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 		return c.Errorf(key, "campaign %s of source %s was started with other settings (%s; recorded in %s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
 			c.Sink.Campaign, c.Name, strings.Join(diff, "; "), statePath)
 	}
-	return c.Errorf(key, "the watermark of source %s in %s was computed for other settings (%s); resuming from it would skip every row before it: run `syncd resync --source %s --from-start` (or --from TIME) to start it afresh with these settings, or restore the old ones",
-		c.Name, statePath, strings.Join(diff, "; "), c.Name)
+	return c.ErrorAt(key, &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from TIME) to start it afresh with these settings, or restore the old ones",
+		Reason: fmt.Sprintf("the watermark of source %s in %s was computed for other settings (%s); resuming from it would skip every row before it: ",
+			c.Name, statePath, strings.Join(diff, "; "))})
 }
 
 // adoptIdentity records c's identity in the state of c.Name when the
@@ -125,7 +127,7 @@ func adoptIdentity(store *watermark.Store, c *config.Config, st watermark.State)
 // lock each other out, and the identity tells a second process of the same
 // source from a different source.
 func LockTarget(c *config.Config) runlock.Target {
-	w := tableText(c.Sink.Table)
+	w := c.Sink.Ident.String()
 	if kind.IsCampaign(c) {
 		w += " campaign " + c.Sink.Campaign
 	}
@@ -168,14 +170,6 @@ func shown(v string) string {
 		return "(none)"
 	}
 	return strconv.Quote(v)
-}
-
-func tableText(s string) string {
-	t, err := config.ParseTable(s)
-	if err != nil {
-		return s
-	}
-	return t.String()
 }
 
 // namesText joins column names, quoting one that holds a comma, a quote or

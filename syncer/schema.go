@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"log/slog"
 	"slices"
 	"strings"
@@ -209,8 +210,8 @@ func compareSchema(c *config.Config, copyName string, st watermark.State, cur wa
 		if old := st.Schema.PrimaryKey; len(old) > 0 && !sameSet(old, cur.PrimaryKey) && sameSet(old, c.Sink.Key) && !sameSet(cur.PrimaryKey, c.Sink.Key) {
 			say := fmt.Sprintf("the primary key of %s changed from (%s) to (%s)", c.Source.Table, strings.Join(old, ", "), strings.Join(cur.PrimaryKey, ", "))
 			out = append(out, schemaChange{kind: ChangeKeyChanged, say: say,
-				refuse: fmt.Sprintf("%s and the copy is keyed by sink.key (%s); set sink.key in %s to the new key, recreate the copy (drop %s on the sink) and run `syncd resync --source %s --from-start`",
-					say, strings.Join(c.Sink.Key, ", "), c.File, copyName, c.Name)})
+				refuse: fmt.Sprintf("%s and the copy is keyed by sink.key (%s); set sink.key in %s to the new key, recreate the copy (drop %s on the sink) and %s",
+					say, strings.Join(c.Sink.Key, ", "), c.File, copyName, sourceerr.ResyncAdvice(c.Name))})
 		}
 	}
 	return out
@@ -239,7 +240,8 @@ func runBackfill(ctx context.Context, o Options, src *source.Reader, pg *sink.Po
 	for _, n := range append(slices.Clone(c.Sink.Key), b.Columns...) {
 		t, ok := copyCols[n]
 		if !ok {
-			return fmt.Errorf("source %s: backfill column %q is missing from the copy %s; add it back as in the source, or run `syncd resync --source %s --from-start`", c.Name, n, c.Sink.Table, c.Name)
+			return &sourceerr.SourceError{Source: c.Name, Err: &sourceerr.ResyncNeeded{Source: c.Name,
+				Reason: fmt.Sprintf("backfill column %q is missing from the copy %s; add it back as in the source, or ", n, c.Sink.Table)}}
 		}
 		types = append(types, t)
 	}

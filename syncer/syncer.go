@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"log/slog"
 	"time"
 
@@ -387,13 +388,15 @@ func (r *runner) close(ctx context.Context) {
 func startPosition(c *config.Config, t *source.Table, st watermark.State) (source.Position, error) {
 	switch {
 	case st.Cursor != nil && len(st.Cursor) != len(t.Cursor):
-		return source.Position{}, fmt.Errorf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: run `syncd resync --source %s --from-start` (or --from)", c.Name, len(st.Cursor), len(t.Cursor), c.Name)
+		return source.Position{}, &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from)",
+			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", c.Name, len(st.Cursor), len(t.Cursor))}
 	case st.Cursor != nil && t.Temporal && c.Source.Lookback.Duration > 0:
 		return source.Position{AtLeast: st.Cursor[0], Lookback: c.Source.Lookback.Duration}, nil
 	case st.Cursor != nil:
 		return source.Position{After: st.Cursor}, nil
 	case st.From != "" && !t.Temporal:
-		return source.Position{}, fmt.Errorf("the watermark of %s was reset with --from, but its first cursor column %q is not a timestamp; run `syncd resync --source %s --from-start`", c.Name, t.Cursor[0].Name, c.Name)
+		return source.Position{}, &sourceerr.ResyncNeeded{Source: c.Name,
+			Reason: fmt.Sprintf("the watermark of %s was reset with --from, but its first cursor column %q is not a timestamp; ", c.Name, t.Cursor[0].Name)}
 	case st.From != "":
 		return source.Position{AtLeast: st.From, Lookback: c.Source.Lookback.Duration}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -194,7 +195,7 @@ func open(path string, opts *bolt.Options) (*Store, error) {
 // pages do not form a consistent tree (overwritten bytes). The file is small,
 // so walking it on every open is cheap.
 func (s *Store) checkPages(size int64) error {
-	advice := "; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source"
+	advice := "; it was left untouched: move it aside and " + sourceerr.ResyncAllAdvice
 	return s.db.View(func(tx *bolt.Tx) error {
 		if tx.Size() > size {
 			return fmt.Errorf("state file %s is %d bytes but its pages need %d (truncated): %w%s", s.path, size, tx.Size(), ErrCorrupt, advice)
@@ -216,7 +217,7 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 	// bbolt can panic on some damaged files; turn that into an error.
 	defer func() {
 		if r := recover(); r != nil {
-			db, err = nil, fmt.Errorf("open state file %s: %v: %w; move it aside and run `syncd resync --from-start` (or --from) for each source", path, r, ErrCorrupt)
+			db, err = nil, fmt.Errorf("open state file %s: %v: %w; move it aside and %s", path, r, ErrCorrupt, sourceerr.ResyncAllAdvice)
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, opts)
@@ -224,12 +225,12 @@ func openBolt(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 	case errors.Is(err, berrors.ErrTimeout):
 		return nil, fmt.Errorf("open state file %s: %w (waited %s); use the daemon's admin API (--listen) or stop it first", path, ErrLocked, opts.Timeout)
 	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum), errors.Is(err, berrors.ErrVersionMismatch):
-		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
+		return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and %s", path, err, ErrCorrupt, sourceerr.ResyncAllAdvice)
 	case err != nil && isIOError(err):
 		return nil, fmt.Errorf("open state file %s: %w; syncd must write its state file: make it and its folder writable with free space, or point --state elsewhere", path, err)
 	case err != nil:
 		if st, serr := os.Stat(path); serr == nil && st.Mode().IsRegular() && !os.IsPermission(err) {
-			return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and run `syncd resync --from-start` (or --from) for each source", path, err, ErrCorrupt)
+			return nil, fmt.Errorf("open state file %s: %w: %w; it was left untouched: move it aside and %s", path, err, ErrCorrupt, sourceerr.ResyncAllAdvice)
 		}
 		return nil, fmt.Errorf("open state file %s: %w", path, err)
 	}
@@ -293,7 +294,7 @@ func (s *Store) Get(name string) (st State, ok bool, err error) {
 		return nil
 	})
 	if err != nil {
-		return State{}, false, fmt.Errorf("read watermark of %s from %s: %w; run `syncd resync --source %s --from-start` (or --from) to replace it", name, s.path, err, name)
+		return State{}, false, &sourceerr.ResyncNeeded{Source: name, Reason: fmt.Sprintf("read watermark of %s from %s: %v; ", name, s.path, err), Alt: "(or --from) to replace it", Err: err}
 	}
 	return st, ok, nil
 }

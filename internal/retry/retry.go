@@ -120,7 +120,8 @@ func isConnectionLoss(err error) bool {
 	return false
 }
 
-// Backoff is an exponential backoff with full jitter.
+// Backoff is an exponential backoff with equal jitter: each pause is
+// random in the upper half of its exponential step (see Delay).
 type Backoff struct {
 	// Initial is the first pause's upper bound (default 1s).
 	Initial time.Duration

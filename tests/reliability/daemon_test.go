@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
 )
 
 // lockedBuffer collects a process's output while the test reads it.
@@ -161,7 +161,7 @@ func (d *daemon) caughtUp(t *testing.T, name string, src *pgxpool.Pool, srcTable
 	for {
 		d.alive(t)
 		code, body := d.get(t, "/status")
-		var st cli.Status
+		var st ops.Status
 		if code == 200 && json.Unmarshal([]byte(body), &st) == nil {
 			for _, s := range st.Sources {
 				if s.Name == name && s.LastStatus == "ok" && equalNow(t, src, srcTable, dst, dstTable) {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
 )
 
 // result is what one syncd process did.
@@ -98,13 +99,13 @@ func yamlQuote(s string) string {
 }
 
 // status reads `syncd status --json`.
-func status(t *testing.T, config, state string) cli.Status {
+func status(t *testing.T, config, state string) ops.Status {
 	t.Helper()
 	r := syncd(t, nil, "status", "--json", "--config", config, "--state", state)
 	if r.Code != 0 {
 		t.Fatalf("status: %s", r)
 	}
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
 		t.Fatalf("status --json is not JSON: %v\n%s", err, r.Stdout)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
 )
 
 // schemaRows returns each row of table as text, key first, columns cols,
@@ -130,10 +130,10 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 	for _, name := range names {
 		waitEqual(name, cols)
 	}
-	sourceStatus := func(name string) cli.SourceStatus {
+	sourceStatus := func(name string) ops.SourceStatus {
 		t.Helper()
 		_, body := d.get(t, "/status")
-		var st cli.Status
+		var st ops.Status
 		if err := json.Unmarshal([]byte(body), &st); err != nil {
 			t.Fatalf("status: %v: %s", err, body)
 		}
@@ -143,9 +143,9 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 			}
 		}
 		t.Fatalf("no source %s in status", name)
-		return cli.SourceStatus{}
+		return ops.SourceStatus{}
 	}
-	before := map[string]cli.SourceStatus{}
+	before := map[string]ops.SourceStatus{}
 	for _, name := range names {
 		before[name] = sourceStatus(name)
 	}

@@ -1,0 +1,174 @@
+package ops
+
+import (
+	"strings"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
+)
+
+// SourceStatus is one source in `syncd status --json` and the daemon's GET /status.
+type SourceStatus struct {
+	Name         string   `json:"name"`
+	Table        string   `json:"table"`
+	Sink         string   `json:"sink"`
+	Watermark    string   `json:"watermark"` // RFC 3339 with microseconds, or "" before the first page
+	Cursor       []string `json:"cursor"`
+	ResyncFrom   string   `json:"resync_from,omitempty"`
+	LastRunAt    string   `json:"last_run_at,omitempty"`
+	LastStatus   string   `json:"last_status,omitempty"`
+	LastError    string   `json:"last_error,omitempty"`
+	LastSuccess  string   `json:"last_success_at,omitempty"`
+	RowsLastRun  int64    `json:"rows_applied_last_run"` // rows read and applied by the last run
+	PagesLastRun int64    `json:"pages_last_run"`
+	// The row counters since the state began, exactly the counters of the
+	// same names in /metrics (syncd_rows_*_total): rows read (re-reads
+	// included), written (inserted or changed), deleted (soft deletes) and
+	// unchanged (read but neither written nor deleted: lookback re-reads,
+	// rows already equal). RowsTotal is RowsWritten, under its old name.
+	RowsRead      int64 `json:"rows_read_total"`
+	RowsWritten   int64 `json:"rows_written_total"`
+	RowsDeleted   int64 `json:"rows_deleted_total"`
+	RowsUnchanged int64 `json:"rows_unchanged_total"`
+	RowsTotal     int64 `json:"rows_applied_total"`
+	// CaughtUp is the point up to which the copy was last known to hold
+	// every committed source row (the read bound of the last run that
+	// caught up); FreshnessSeconds is now minus it (nil before the first
+	// run that caught up).
+	CaughtUp         string   `json:"caught_up,omitempty"`
+	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
+	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
+	// of the newest row in the copy, which grows while the source is quiet
+	// (nil when the first cursor column is not a timestamp or nothing was
+	// applied yet).
+	NewestRowAgeSeconds *float64 `json:"newest_row_age_seconds,omitempty"`
+	// Running is the progress of the run going (only from a daemon).
+	Running *syncer.Progress `json:"running,omitempty"`
+	// Bound is the commit-safe read limit of the last run; HeldBackSeconds
+	// is how far it was behind the source's clock; the holder fields name
+	// the open transaction that held it back, if one did.
+	Bound            string  `json:"bound,omitempty"`
+	HeldBackSeconds  float64 `json:"bound_held_back_seconds,omitempty"`
+	BoundHolderPID   int32   `json:"bound_holder_pid,omitempty"`
+	BoundHolderApp   string  `json:"bound_holder_application,omitempty"`
+	BoundHolderSince string  `json:"bound_holder_since,omitempty"`
+	// RowsNullCursor and RowsAheadOfClock are the rows the last run that
+	// caught up found outside the cursor's reach (a NULL cursor column; a
+	// first cursor column past the source's clock plus its allowance) and
+	// copied in its extra pass.
+	RowsNullCursor   int64 `json:"rows_null_cursor"`
+	RowsAheadOfClock int64 `json:"rows_ahead_of_clock"`
+	// IdentityError says why the next run will refuse the stored watermark
+	// (it was computed for other settings), with the resync that resets it.
+	IdentityError string `json:"identity_error,omitempty"`
+	// DroppedColumns are the copy's columns the source no longer has (kept,
+	// NULL in rows written since); Backfill is an unfinished column-added
+	// backfill and LastBackfill the last one that finished.
+	DroppedColumns []string            `json:"dropped_columns,omitempty"`
+	Backfill       *watermark.Backfill `json:"backfill,omitempty"`
+	LastBackfill   *watermark.Backfill `json:"last_backfill,omitempty"`
+}
+
+// Status is the document `syncd status --json` prints.
+type Status struct {
+	State   string         `json:"state"`
+	Sources []SourceStatus `json:"sources"`
+}
+
+// BuildStatus reads the stored state of every configured source.
+func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) {
+	out := Status{State: store.Path(), Sources: []SourceStatus{}}
+	now := time.Now()
+	for _, c := range cfgs {
+		s, _, err := store.Get(c.Name)
+		if err != nil {
+			return out, err
+		}
+		out.Sources = append(out.Sources, withBound(now, s, SourceStatus{
+			Name:          c.Name,
+			Table:         c.Source.Table,
+			Sink:          c.Sink.Table,
+			Watermark:     watermarkText(s.Cursor),
+			Cursor:        s.Cursor,
+			ResyncFrom:    s.From,
+			LastRunAt:     TimeText(s.LastRunAt),
+			LastStatus:    s.LastStatus,
+			LastError:     s.LastError,
+			LastSuccess:   TimeText(s.LastSuccess),
+			RowsLastRun:   s.LastRows,
+			PagesLastRun:  s.LastPages,
+			RowsRead:      s.TotalRead,
+			RowsWritten:   s.TotalWritten,
+			RowsDeleted:   s.TotalDeleted,
+			RowsUnchanged: max(s.TotalRead-s.TotalWritten-s.TotalDeleted, 0),
+			RowsTotal:     s.TotalWritten,
+
+			RowsNullCursor:   s.NullCursorRows,
+			RowsAheadOfClock: s.AheadOfClockRows,
+		}))
+		// Without the DSNs (status loads none) the sink's database is
+		// unknown here: CheckIdentity compares every other setting, and
+		// the next run checks them all.
+		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil {
+			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
+		}
+	}
+	return out, nil
+}
+
+// withBound adds the freshness, the newest row's age and the last run's
+// read bound to a source's status.
+func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus {
+	if len(s.Cursor) > 0 {
+		if t, ok := pgutil.ParseTime(s.Cursor[0]); ok {
+			age := now.Sub(t).Round(time.Millisecond).Seconds()
+			out.NewestRowAgeSeconds = &age
+		}
+	}
+	if !s.CaughtUp.IsZero() {
+		out.CaughtUp = TimeText(s.CaughtUp)
+		f := now.Sub(s.CaughtUp).Round(time.Millisecond).Seconds()
+		out.FreshnessSeconds = &f
+	}
+	out.Bound = TimeText(s.Bound)
+	if !s.Bound.IsZero() && !s.BoundAt.IsZero() {
+		out.HeldBackSeconds = s.BoundAt.Sub(s.Bound).Round(time.Millisecond).Seconds()
+	}
+	out.BoundHolderPID = s.BoundHolderPID
+	out.BoundHolderApp = s.BoundHolderApp
+	out.BoundHolderSince = TimeText(s.BoundHolderSince)
+	out.DroppedColumns, out.Backfill, out.LastBackfill = s.Dropped, s.Backfill, s.LastBackfill
+	return out
+}
+
+// WithRunning adds the progress of the runs going (by source) to st.
+func (st *Status) WithRunning(running map[string]syncer.Progress) {
+	for i, s := range st.Sources {
+		if p, ok := running[s.Name]; ok {
+			st.Sources[i].Running = &p
+		}
+	}
+}
+
+// TimeText renders t as RFC 3339 in UTC with microseconds, "" for the zero time.
+func TimeText(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00")
+}
+
+// watermarkText renders a stored cursor: its first value as RFC 3339 with
+// microseconds when it is a timestamp, the values joined otherwise.
+func watermarkText(cursor []string) string {
+	if len(cursor) == 0 {
+		return ""
+	}
+	if t, ok := pgutil.ParseTime(cursor[0]); ok {
+		return t.Format("2006-01-02T15:04:05.000000Z07:00")
+	}
+	return strings.Join(cursor, ",")
+}
