@@ -4,7 +4,6 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"github.com/syncd/syncd/kind"
 	"net"
 	"net/http"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
