@@ -45,11 +45,13 @@ table, the columns, the cursor and its tie-breaker, the copy, and whether
 the page query is an index scan. A pattern source lists the tables it
 matches; a table it would skip is reported and makes validate exit 1.
 `,
-	"reconcile": `Usage: syncd reconcile --config PATH --source NAME [--repair] [--json] [flags]
+	"reconcile": `Usage: syncd reconcile --config PATH (--source NAME | --all) [--repair] [--json] [flags]
 
 Compares the copy with the source value by value up to the watermark and
 exits 1 when they differ. Without --repair it writes nothing; a missing
-state file is an error (exit 2) that names the path.
+state file is an error (exit 2) that names the path. --all checks every
+source of the config, one summary line each (--json: an array), and exits
+0 only when every copy equals its source.
 `,
 	"version": `Usage: syncd version
 

@@ -21,14 +21,20 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "reconcile")
 	var c common
 	c.register(fs, true)
-	name := fs.String("source", "", "the source to reconcile (required)")
+	name := fs.String("source", "", "the source to reconcile (this or --all is required)")
+	all := fs.Bool("all", false, "reconcile every source of the config (a pattern source: every table it matches), one summary line each; exit 0 only when every copy equals its source")
 	repair := fs.Bool("repair", false, "write the source's values over every difference, then compare again")
-	asJSON := fs.Bool("json", false, "print the report as one JSON object")
+	asJSON := fs.Bool("json", false, "print the report as one JSON object (with --all: an array, one object per source)")
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
-	if *name == "" {
-		return fmt.Errorf("--source is required: %w", ErrUsage)
+	switch {
+	case *all && *name != "":
+		return fmt.Errorf("--all and --source exclude each other: name one source, or reconcile them all: %w", ErrUsage)
+	case *all:
+		return reconcileAll(ctx, env, c, *repair, *asJSON)
+	case *name == "":
+		return fmt.Errorf("--source or --all is required: %w", ErrUsage)
 	}
 	cfg, err := loadOne(ctx, env, c.config, *name, true)
 	if err != nil {
@@ -48,6 +54,89 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 		printReport(env.Stdout, cfg, rep)
 	}
 	return reconcileOutcome(cfg, rep)
+}
+
+// SourceReconcile is one element of `reconcile --all --json`: the source,
+// its outcome, and its report (absent when the reconcile could not run).
+type SourceReconcile struct {
+	Source string `json:"source"`
+	// Outcome is "equal", "differences" (or rows not compared yet), or
+	// "error" (the reconcile could not run; Error says why).
+	Outcome string            `json:"outcome"`
+	Message string            `json:"message,omitempty"`
+	Error   string            `json:"error,omitempty"`
+	Report  *reconcile.Report `json:"report,omitempty"`
+}
+
+// reconcileAll reconciles every source of the config, pattern sources
+// expanded against their catalogs, one after the other, and prints one
+// summary line per source (or a JSON array). A source that cannot be
+// reconciled does not stop the others. The exit code is the worst one:
+// 0 when every copy provably equals its source, 1 otherwise.
+func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool) error {
+	cfgs, err := load(env, c.config, "")
+	if err != nil {
+		return err
+	}
+	cfgs, skipped, err := expand(ctx, cfgs, "")
+	if err != nil {
+		return err
+	}
+	reportSkipped(env, "reconcile", skipped)
+	var out []SourceReconcile
+	var bad []string
+	for _, cfg := range cfgs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r := SourceReconcile{Source: cfg.Name}
+		rep, err := Reconcile(ctx, env, cfg, c.state, repair)
+		switch {
+		case err != nil:
+			r.Outcome, r.Error = "error", oneLine(err.Error())
+		default:
+			r.Report = rep
+			if oerr := reconcileOutcome(cfg, rep); oerr != nil {
+				msg := strings.TrimSuffix(oerr.Error(), ": "+ErrDifferences.Error())
+				r.Outcome, r.Message = "differences", strings.TrimPrefix(msg, "source "+cfg.Name+": ")
+			} else {
+				r.Outcome = "equal"
+			}
+		}
+		if r.Outcome != "equal" {
+			bad = append(bad, cfg.Name)
+		}
+		if !asJSON {
+			printSummary(env.Stdout, cfg, r)
+		}
+		out = append(out, r)
+	}
+	if asJSON {
+		if out == nil {
+			out = []SourceReconcile{}
+		}
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+	}
+	if len(bad) > 0 {
+		return fmt.Errorf("%d of %d sources are not proven equal to their source (%s); see the line of each above: %w", len(bad), len(out), strings.Join(bad, ", "), ErrDifferences)
+	}
+	return nil
+}
+
+// printSummary writes the one line `reconcile --all` prints per source.
+func printSummary(w io.Writer, cfg *config.Config, r SourceReconcile) {
+	switch r.Outcome {
+	case "error":
+		fmt.Fprintf(w, "%s: error: %s\n", cfg.Name, r.Error)
+	case "equal":
+		fmt.Fprintf(w, "%s: equal: %d rows compared, %s -> %s\n", cfg.Name, r.Report.RowsCompared, cfg.Source.Table, cfg.Sink.Table)
+	default:
+		fmt.Fprintf(w, "%s: %s\n", cfg.Name, r.Message)
+	}
 }
 
 // reconcileOutcome is nil when the copy provably equals the source, else

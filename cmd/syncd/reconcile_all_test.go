@@ -1,0 +1,102 @@
+package main_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReconcileAll checks every source of a config in one command: one
+// summary line per source (sorted by name), one exit code, a JSON array, repair of all of
+// them, and a source that cannot be reconciled not stopping the others.
+func TestReconcileAll(t *testing.T) {
+	src, dst := setupOrders(t)
+	src.Exec(t, `CREATE TABLE items (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`)
+	src.Exec(t, `INSERT INTO items SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 second', 'i' || g FROM generate_series(1, 300) g`)
+	dir := t.TempDir()
+	writeConfig(t, dir, "a-orders.yaml", orders(t, src, dst, ""))
+	items := strings.NewReplacer("name: orders", "name: items", "public.orders_copy", "public.items_copy", "public.orders", "public.items").Replace(orders(t, src, dst, ""))
+	writeConfig(t, dir, "b-items.yaml", items)
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_STATE=" + state}
+	if r := syncd(t, env, "run", "--config", dir, "--once"); r.code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	}
+
+	r := syncd(t, env, "reconcile", "--config", dir, "--all")
+	if r.code != 0 {
+		t.Fatalf("reconcile --all of two equal copies exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	want := "items: equal: 300 rows compared, public.items -> public.items_copy\norders: equal: 1000 rows compared, public.orders -> public.orders_copy\n"
+	if r.stdout != want {
+		t.Fatalf("reconcile --all printed\n%s\nwant\n%s", r.stdout, want)
+	}
+
+	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (5, 500, 999)`)
+	dst.Exec(t, `UPDATE items_copy SET name = 'changed' WHERE id = 7`)
+	r = syncd(t, env, "reconcile", "--config", dir, "--all")
+	if r.code != 1 {
+		t.Fatalf("reconcile --all with differences exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[1], "orders: public.orders and public.orders_copy differ: 3 missing, 0 extra, 0 changed") ||
+		!strings.HasPrefix(lines[0], "items: public.items and public.items_copy differ: 0 missing, 0 extra, 1 changed") {
+		t.Fatalf("reconcile --all summary lines:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "2 of 2 sources are not proven equal to their source (items, orders)") {
+		t.Fatalf("stderr does not sum up the outcome: %s", r.stderr)
+	}
+
+	r = syncd(t, env, "reconcile", "--config", dir, "--all", "--json")
+	if r.code != 1 {
+		t.Fatalf("reconcile --all --json exited %d, want 1: %s", r.code, r.stderr)
+	}
+	var got []struct {
+		Source  string `json:"source"`
+		Outcome string `json:"outcome"`
+		Report  *struct {
+			Missing int64 `json:"missing"`
+			Changed int64 `json:"changed"`
+		} `json:"report"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("reconcile --all --json is not a JSON array: %v\n%s", err, r.stdout)
+	}
+	if len(got) != 2 || got[1].Source != "orders" || got[1].Outcome != "differences" || got[1].Report == nil || got[1].Report.Missing != 3 ||
+		got[0].Source != "items" || got[0].Outcome != "differences" || got[0].Report == nil || got[0].Report.Changed != 1 {
+		t.Fatalf("reconcile --all --json: %+v", got)
+	}
+
+	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--repair"); r.code != 0 {
+		t.Fatalf("reconcile --all --repair exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	for _, tbl := range []string{"orders", "items"} {
+		if rowsText(t, dst, tbl+"_copy") != rowsText(t, src, tbl) {
+			t.Fatalf("%s_copy differs from %s after reconcile --all --repair", tbl, tbl)
+		}
+	}
+
+	// A source whose sink cannot be reached is an error line; the others
+	// are still reconciled, and the command exits 1.
+	broken := strings.NewReplacer("name: orders", "name: broken", dst.URL, strings.Replace(dst.URL, dst.Name, dst.Name+"_missing", 1)).Replace(orders(t, src, dst, ""))
+	writeConfig(t, dir, "c-broken.yaml", broken)
+	r = syncd(t, env, "reconcile", "--config", dir, "--all")
+	if r.code != 1 {
+		t.Fatalf("reconcile --all with an unreachable sink exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "broken: error: ") || !strings.HasPrefix(lines[1], "items: equal:") || !strings.HasPrefix(lines[2], "orders: equal:") {
+		t.Fatalf("reconcile --all lines with one broken source:\n%s", r.stdout)
+	}
+	if !strings.Contains(r.stderr, "1 of 3 sources are not proven equal to their source (broken)") {
+		t.Fatalf("stderr: %s", r.stderr)
+	}
+
+	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--source", "orders"); r.code != 2 || !strings.Contains(r.stderr, "--all and --source exclude each other") {
+		t.Fatalf("reconcile --all --source exited %d: %s", r.code, r.stderr)
+	}
+	if r = syncd(t, env, "reconcile", "--config", dir); r.code != 2 || !strings.Contains(r.stderr, "--source or --all is required") {
+		t.Fatalf("reconcile without --source or --all exited %d: %s", r.code, r.stderr)
+	}
+}
