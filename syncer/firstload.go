@@ -231,24 +231,36 @@ func (l *loader) start(ctx context.Context, before string) error {
 		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
 	}
 	l.tidOK = version >= 140000
+	if l.fl != nil {
+		// Rows the crashed process committed may be copied again, from this
+		// newer snapshot (and a row may have moved to another chunk since):
+		// while the copy holds any row, chunks are upserted. A copy emptied
+		// or dropped (and created again by Prepare) since holds none of the
+		// chunks done: the load starts again from the beginning.
+		var empty bool
+		if err := first.dst.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
+			return fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
+		}
+		if empty {
+			l.log.Warn("the copy is empty while a first load was under way: it starts again", "copy", l.target)
+			l.fl = nil
+		}
+		l.upsert = !empty
+	}
 	resumed := l.fl != nil
 	if resumed {
 		before = l.fl.Before
 	} else if blocks < int64(l.opt.MinBlocks) {
-		return nil
+		// Pages fill the copy; a load given up above is forgotten.
+		return l.o.Store.Update(c.Name, func(st *watermark.State) error {
+			st.FirstLoad = nil
+			return nil
+		})
 	}
 	if l.where, err = l.condition(ctx, first.src, before); err != nil {
 		return err
 	}
 	if resumed {
-		// Rows the crashed process committed may be copied again, from this
-		// newer snapshot (and a row may have moved to another chunk since):
-		// while the copy holds any row, chunks are upserted.
-		var empty bool
-		if err := first.dst.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
-			return fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
-		}
-		l.upsert = !empty
 		l.fl.Runs++
 	} else {
 		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: 1}

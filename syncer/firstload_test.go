@@ -236,3 +236,30 @@ func TestFirstLoadWithWriters(t *testing.T) {
 	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
 	e.assertSame(t, "items", itemCols)
 }
+
+// A copy emptied while a first load was under way holds none of the chunks
+// done: the next run starts the load again instead of resuming it.
+func TestFirstLoadStartsAgainWhenTheCopyWasEmptied(t *testing.T) {
+	e := newEnv(t)
+	itemsTable(t, e.src, 3000)
+	c := e.config(t, "public.items", 1000, "")
+	crash := errors.New("crash")
+	var n atomic.Int32
+	if _, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
+		if n.Add(1) == 5 {
+			return crash
+		}
+		return nil
+	})}); !errors.Is(err, crash) {
+		t.Fatalf("run: %v; want the injected crash", err)
+	}
+	if st := e.state(t); st.FirstLoad == nil {
+		t.Fatal("no first load in the state after the crash")
+	}
+	e.dst.Exec(t, "TRUNCATE copy")
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	if res.Rows != 3000 {
+		t.Fatalf("the run after the copy was emptied copied %d rows; want all 3000", res.Rows)
+	}
+	e.assertSame(t, "items", itemCols)
+}
