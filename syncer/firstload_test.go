@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/syncer"
@@ -260,6 +262,37 @@ func TestFirstLoadStartsAgainWhenTheCopyWasEmptied(t *testing.T) {
 	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
 	if res.Rows != 3000 {
 		t.Fatalf("the run after the copy was emptied copied %d rows; want all 3000", res.Rows)
+	}
+	e.assertSame(t, "items", itemCols)
+}
+
+// resync --from-start during a first load under way forgets it: the next
+// run re-reads the whole source, as resync promises, by pages (the copy is
+// not empty).
+func TestResyncForgetsTheFirstLoad(t *testing.T) {
+	e := newEnv(t)
+	itemsTable(t, e.src, 3000)
+	c := e.config(t, "public.items", 1000, "")
+	crash := errors.New("crash")
+	var n atomic.Int32
+	if _, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
+		if n.Add(1) == 5 {
+			return crash
+		}
+		return nil
+	})}); !errors.Is(err, crash) {
+		t.Fatalf("run: %v; want the injected crash", err)
+	}
+	e.dst.Exec(t, "UPDATE copy SET name = 'damaged'")
+	if err := cli.Resync(e.store, c, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := e.state(t); st.FirstLoad != nil {
+		t.Fatalf("resync left the first load %+v", st.FirstLoad)
+	}
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	if res.Rows != 3000 {
+		t.Fatalf("the run after resync read %d rows; want all 3000", res.Rows)
 	}
 	e.assertSame(t, "items", itemCols)
 }
