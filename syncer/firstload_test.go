@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -284,7 +284,7 @@ func TestResyncForgetsTheFirstLoad(t *testing.T) {
 		t.Fatalf("run: %v; want the injected crash", err)
 	}
 	e.dst.Exec(t, "UPDATE copy SET name = 'damaged'")
-	if err := cli.Resync(e.store, c, time.Time{}); err != nil {
+	if err := ops.Resync(e.store, c, time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if st := e.state(t); st.FirstLoad != nil {
