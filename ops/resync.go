@@ -26,6 +26,7 @@ func Resync(store *watermark.Store, c *config.Config, from time.Time) error {
 		st.Identity = &id
 		st.Cursor = nil
 		st.From = ""
+		st.FirstLoad = nil // a first load under way is not resumed: the copy is re-read
 		st.ResyncedFrom = "start"
 		if !from.IsZero() {
 			st.From = from.Format("2006-01-02T15:04:05.999999Z07:00")

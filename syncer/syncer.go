@@ -48,6 +48,9 @@ type Options struct {
 	// Test, nil in production, lets a test act at moments inside a run
 	// that no callback above reaches (inside a page's transaction).
 	Test *plan.TestSignals
+	// FirstLoad tunes the first load of an empty copy (nil: the defaults,
+	// overridden by the environment; see FirstLoadOptions).
+	FirstLoad *FirstLoadOptions
 }
 
 // PageStats says what one committed page did.

@@ -147,6 +147,9 @@ func (r *runner) position(ctx context.Context, src *source.Reader, bound source.
 	// passes a transaction that may still commit. A bound below the
 	// watermark reads nothing new and leaves the watermark where it is.
 	pos, read := boundPosition(pos, r.st, bound, &r.res)
+	if pos, err = firstLoad(ctx, r.o, src, r.dst, r.lock, pos, read, r.log, &r.res); err != nil {
+		return false, err
+	}
 	if bound.Hold {
 		caughtUp = time.Time{} // nothing past the watermark is read: not caught up
 	}

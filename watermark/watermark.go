@@ -108,6 +108,36 @@ type State struct {
 	// Dropped lists the copy's columns that the source no longer has: the
 	// copy keeps them, and rows written since get NULL there.
 	Dropped []string `json:"dropped,omitempty"`
+	// FirstLoad, while set, is a parallel first load of an empty copy that
+	// has not finished: the next run resumes it (see syncer/firstload.go).
+	FirstLoad *FirstLoad `json:"first_load,omitempty"`
+}
+
+// FirstLoad is the progress of a first load: the copy was empty and had no
+// watermark, so the source is copied in chunks of its heap, several at once,
+// from one snapshot. Each chunk is marked Done only after its sink
+// transaction has committed; the watermark (Cursor) is written only when
+// every chunk is done.
+type FirstLoad struct {
+	// Cursor is the watermark the load ends with: the greatest cursor below
+	// Before in the first snapshot (nil: that snapshot had no such row).
+	Cursor []string `json:"cursor,omitempty"`
+	// Before is the first snapshot's read bound (exclusive, on the first
+	// cursor column; "" when none applied). A resumed load keeps it.
+	Before  string      `json:"before,omitempty"`
+	Started time.Time   `json:"started"`
+	Chunks  []LoadChunk `json:"chunks"`
+	// Runs counts the processes that started on this load (1: never resumed).
+	Runs int `json:"runs"`
+}
+
+// LoadChunk is a range of heap blocks [From, To) of the source table (To 0:
+// to the end of the table).
+type LoadChunk struct {
+	From uint32 `json:"from"`
+	To   uint32 `json:"to,omitempty"`
+	Done bool   `json:"done,omitempty"`
+	Rows int64  `json:"rows,omitempty"` // rows the committed chunk wrote
 }
 
 // Schema is a source table's selected columns and primary key.

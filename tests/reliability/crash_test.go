@@ -226,7 +226,10 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 			t.Fatalf("only %d of %d attempts killed a running syncd", ks.live, ks.attempts)
 		}
 		cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
-		cmd.Env = baseEnv()
+		// These kills test the page loop and its log; the first load of an
+		// empty copy has its own kill test (TestFirstLoadSurvivesKills in
+		// cmd/syncd).
+		cmd.Env = append(baseEnv(), "SYNCD_FIRST_LOAD_WORKERS=0")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		startedAt := time.Now()

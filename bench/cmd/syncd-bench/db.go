@@ -21,6 +21,7 @@ import (
 // of one benchmark session.
 type bench struct {
 	o            *options
+	env          []string // added to syncd's environment
 	admin        *pgx.Conn
 	srcDB, dstDB string
 	src, dst     *pgx.Conn
@@ -135,6 +136,7 @@ type syncdResult struct {
 // syncd runs the binary and reports its wall time and peak RSS.
 func (b *bench) syncd(ctx context.Context, args ...string) (syncdResult, error) {
 	cmd := exec.CommandContext(ctx, b.o.syncd, args...)
+	cmd.Env = append(os.Environ(), b.env...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -161,19 +163,23 @@ func (b *bench) writeConfig(name, body string) (string, error) {
 func (b *bench) statePath(name string) string { return filepath.Join(b.dir, name+".db") }
 
 // itemsConfig is the source file that syncs src.items into dst.<sinkTable>.
+// A pageSize of 0 leaves page_size out of the file (the default).
 func (b *bench) itemsConfig(name, srcTable, sinkTable string, pageSize int, extra string) (string, error) {
+	page := ""
+	if pageSize > 0 {
+		page = fmt.Sprintf("  page_size: %d\n", pageSize)
+	}
 	return b.writeConfig(name, fmt.Sprintf(`name: %s
 schedule: "@every 1s"
 source:
   dsn: %s
   table: public.%s
   cursor: [updated_at, id]
-  page_size: %d
-%ssink:
+%s%ssink:
   dsn: %s
   table: public.%s
   key: [id]
-`, name, b.url(b.srcDB), srcTable, pageSize, extra, b.url(b.dstDB), sinkTable))
+`, name, b.url(b.srcDB), srcTable, page, extra, b.url(b.dstDB), sinkTable))
 }
 
 // pipeCopy runs the limit of a bulk copy: psql COPY ... TO STDOUT (FORMAT

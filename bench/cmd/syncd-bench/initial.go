@@ -60,6 +60,9 @@ func (b *bench) limitCopy(ctx context.Context) (time.Duration, error) {
 // syncdInitial is one initial sync of items into the empty sink items.
 func (b *bench) syncdInitial(ctx context.Context, pageSize int) (syncdResult, error) {
 	name := fmt.Sprintf("initial-%d", pageSize)
+	if pageSize == 0 {
+		name = "initial-default"
+	}
 	cfg, err := b.itemsConfig(name, "items", "items", pageSize, "")
 	if err != nil {
 		return syncdResult{}, err
@@ -89,21 +92,43 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 	if err := b.ensureItems(ctx); err != nil {
 		return err
 	}
-	var lim, syn []time.Duration
+	var lim, syn, peer []time.Duration
 	var rss []int64
+	pgcopydb := pgcopydbPath()
 	for i := range b.o.runs {
 		d, err := b.limitCopy(ctx)
 		if err != nil {
 			return err
 		}
 		lim = append(lim, d)
-		r, err := b.syncdInitial(ctx, 1000)
+		r, err := b.syncdInitial(ctx, 0)
 		if err != nil {
 			return err
 		}
 		syn = append(syn, r.wall)
 		rss = append(rss, r.maxRSS)
 		fmt.Fprintf(os.Stderr, "  run %d: limit %s, syncd %s (peak RSS %s)\n", i+1, fmtDur(d), fmtDur(r.wall), fmtMB(r.maxRSS))
+		if pgcopydb != "" {
+			p, err := b.pgcopydbCopy(ctx, pgcopydb, i)
+			if err != nil {
+				return err
+			}
+			peer = append(peer, p)
+			fmt.Fprintf(os.Stderr, "  run %d: pgcopydb %s\n", i+1, fmtDur(p))
+		}
+	}
+	if pgcopydb != "" {
+		same, err := sameContent(ctx, b.src, "items", b.dst, "items")
+		if err != nil {
+			return err
+		}
+		if !same {
+			return fmt.Errorf("the copy differs from the source after pgcopydb copy table-data")
+		}
+		// The syncd copy is checked below: sync it once more.
+		if _, err := b.syncdInitial(ctx, 0); err != nil {
+			return err
+		}
 	}
 	same, err := sameContent(ctx, b.src, "items", b.dst, "items")
 	if err != nil {
@@ -115,12 +140,26 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 	limitMedian = median(lim)
 	ls, ss := rate(b.rows, median(lim)), rate(b.rows, median(syn))
 	t.add(row{
-		name:   fmt.Sprintf("initial sync, %s rows (%s heap, %s with indexes), page 1000", fmtRows(b.rows), fmtMB(b.heap), fmtMB(b.total)),
+		name:   fmt.Sprintf("initial sync, %s rows (%s heap, %s with indexes), default config", fmtRows(b.rows), fmtMB(b.heap), fmtMB(b.total)),
 		syncd:  fmt.Sprintf("%s (%s)", fmtRate(ss), fmtDur(median(syn))),
 		limit:  fmt.Sprintf("%s (%s)", fmtRate(ls), fmtDur(median(lim))),
 		ratio:  fmt.Sprintf("%.2f", ss/ls),
-		target: ">= 0.80",
+		target: ">= 1.00",
 		note:   fmt.Sprintf("peak RSS %s (max %s; target < 100 MB); runs syncd %s, limit %s", fmtMB(median(rss)), fmtMB(maxOf(rss)), durs(syn), durs(lim)),
+	})
+	peerName := fmt.Sprintf("peer: pgcopydb copy table-data, %s rows, --table-jobs 2", fmtRows(b.rows))
+	if pgcopydb == "" {
+		t.missing(peerName, "pgcopydb is not installed (Debian package pgcopydb)")
+		return nil
+	}
+	ps := rate(b.rows, median(peer))
+	t.add(row{
+		name:   peerName,
+		syncd:  fmt.Sprintf("%s (%s)", fmtRate(ps), fmtDur(median(peer))),
+		limit:  fmt.Sprintf("%s (%s)", fmtRate(ls), fmtDur(median(lim))),
+		ratio:  fmt.Sprintf("%.2f", ps/ls),
+		target: "-",
+		note:   fmt.Sprintf("the syncd column is pgcopydb here (%s); syncd / pgcopydb %.2f; runs %s", pgcopydbVersion(pgcopydb), ss/ps, durs(peer)),
 	})
 	return nil
 }

@@ -1,0 +1,601 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
+)
+
+// FirstLoadOptions tune the first load of an empty copy (see firstLoad).
+type FirstLoadOptions struct {
+	// Workers is how many chunks are copied at once (0: no first load, the
+	// copy is filled by pages as before).
+	Workers int
+	// ChunkBlocks is the size of a chunk in heap blocks of the source table
+	// (8 kB each on a default build): the unit of work, of commit, and of
+	// what a crash redoes.
+	ChunkBlocks uint32
+	// MinBlocks is the smallest source table, in heap blocks, that gets a
+	// first load; smaller tables are copied by pages.
+	MinBlocks uint32
+	// AfterChunk, when set, is called after a chunk has committed in the
+	// sink and before its progress is written to the state file. Tests use
+	// it to inject a crash at the worst moment.
+	AfterChunk func(chunk int) error
+}
+
+// Defaults of FirstLoadOptions. The environment variables
+// SYNCD_FIRST_LOAD_WORKERS, SYNCD_FIRST_LOAD_CHUNK_BLOCKS and
+// SYNCD_FIRST_LOAD_MIN_BLOCKS override them when Options.FirstLoad is nil.
+const (
+	DefaultFirstLoadChunkBlocks = 2048 // 16 MB of heap
+	DefaultFirstLoadMinBlocks   = 2048
+	maxFirstLoadWorkers         = 4
+)
+
+// firstLoadOptions are o.FirstLoad, or the defaults and the environment.
+func firstLoadOptions(o Options) (FirstLoadOptions, error) {
+	if o.FirstLoad != nil {
+		f := *o.FirstLoad
+		if f.ChunkBlocks == 0 {
+			f.ChunkBlocks = DefaultFirstLoadChunkBlocks
+		}
+		return f, nil
+	}
+	f := FirstLoadOptions{
+		Workers:     min(maxFirstLoadWorkers, max(1, runtime.NumCPU())),
+		ChunkBlocks: DefaultFirstLoadChunkBlocks,
+		MinBlocks:   DefaultFirstLoadMinBlocks,
+	}
+	for _, v := range []struct {
+		name string
+		set  func(n uint64)
+		max  uint64
+	}{
+		{"SYNCD_FIRST_LOAD_WORKERS", func(n uint64) { f.Workers = int(n) }, 64},
+		{"SYNCD_FIRST_LOAD_CHUNK_BLOCKS", func(n uint64) { f.ChunkBlocks = uint32(max(n, 1)) }, 1 << 30},
+		{"SYNCD_FIRST_LOAD_MIN_BLOCKS", func(n uint64) { f.MinBlocks = uint32(n) }, 1 << 30},
+	} {
+		s, ok := os.LookupEnv(v.name)
+		if !ok || s == "" {
+			continue
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil || n > v.max {
+			return f, fmt.Errorf("environment variable %s=%q is not a whole number from 0 to %d; fix or unset it", v.name, s, v.max)
+		}
+		v.set(n)
+	}
+	return f, nil
+}
+
+// firstLoad fills an empty copy that has no watermark yet (or resumes such
+// a fill that a crash interrupted) faster than pages can: it reads the
+// source from one exported snapshot in chunks of heap blocks, several at
+// once, each streamed with COPY straight into the copy in one sink
+// transaction. A chunk's progress is written to the state file only after
+// its sink transaction has committed, and the watermark only when every
+// chunk has: the greatest cursor below the run's read bound in the first
+// snapshot. It returns where the page loop goes on from (the rows that
+// committed since that snapshot); when the run does not qualify it returns
+// pos unchanged and does nothing. docs/RELIABILITY.md ("First load")
+// reasons why a resumed load, read from another snapshot, is still exact.
+func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock *runlock.Lock, pos source.Position, read bool, log *slog.Logger, res *Result) (source.Position, error) {
+	c := o.Config
+	if !read || pos.After != nil || pos.AtLeast != "" || c.Sink.Type != config.SinkPostgres || c.Source.DeletedColumn != "" {
+		return pos, nil
+	}
+	opt, err := firstLoadOptions(o)
+	if err != nil || opt.Workers < 1 {
+		return pos, err
+	}
+	st, _, err := o.Store.Get(c.Name)
+	if err != nil {
+		return pos, err
+	}
+	if st.Cursor != nil || st.From != "" || st.Backfill != nil {
+		return pos, nil
+	}
+	l := &loader{o: o, opt: opt, src: src, log: log, res: res, lock: lock, fl: st.FirstLoad}
+	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
+		l.binary = true
+	}
+	l.target = pgutil.Qualified(sinkTable(c))
+	names := make([]string, len(src.Table.Columns))
+	for i, col := range src.Table.Columns {
+		names[i] = col.Name
+	}
+	l.cols = pgutil.IdentList("", names)
+	if l.fl == nil {
+		ok, err := l.qualifies(ctx, sink.LockConn(dst))
+		if err != nil || !ok {
+			return pos, err
+		}
+	}
+	defer l.close(context.WithoutCancel(ctx))
+	if err := l.start(ctx, pos.Before); err != nil {
+		return pos, err
+	}
+	if l.fl == nil { // a small table after all
+		return pos, nil
+	}
+	if err := l.run(ctx); err != nil {
+		return pos, err
+	}
+	// Every chunk has committed: the copy holds every row of the first
+	// snapshot below its bound, so the watermark may move there.
+	fl := l.fl
+	var rows int64
+	for _, ch := range fl.Chunks {
+		rows += ch.Rows
+	}
+	err = o.Store.Update(c.Name, func(st *watermark.State) error {
+		st.Cursor, st.From, st.FirstLoad = fl.Cursor, "", nil
+		return nil
+	})
+	if err != nil {
+		return pos, err
+	}
+	log.Info("first load done", "rows", rows, "chunks", len(fl.Chunks), "workers", len(l.conns), "resumed", fl.Runs > 1,
+		"duration", time.Since(l.began).Round(time.Millisecond).String())
+	if fl.Cursor == nil {
+		return pos, nil
+	}
+	return source.Position{After: fl.Cursor, Before: pos.Before}, nil
+}
+
+// sinkTable is sink.table's schema and name.
+func sinkTable(c *config.Config) (string, string) {
+	t, _ := config.ParseTable(c.Sink.Table)
+	return t.Schema, t.Name
+}
+
+// loader is one process's share of a first load.
+type loader struct {
+	o      Options
+	opt    FirstLoadOptions
+	src    *source.Reader
+	log    *slog.Logger
+	res    *Result
+	lock   *runlock.Lock
+	fl     *watermark.FirstLoad
+	binary bool   // COPY in binary (every column built in, same type on both sides)
+	target string // the copy, qualified
+	cols   string // the selected columns, quoted
+	where  string // the rows a chunk takes besides its blocks ("" : all)
+	tidOK  bool   // the server scans a ctid range (PostgreSQL 14 and later)
+	upsert bool   // resumed: rows of another snapshot may be in the copy already
+	began  time.Time
+
+	conns []loadConn
+	mu    sync.Mutex // the lock's connection, OnPage, res
+}
+
+// loadConn is one worker's pair of connections.
+type loadConn struct {
+	src, dst *pgx.Conn
+	staged   bool // the upsert's staging table exists
+}
+
+// qualifies reports whether a new first load may start: the source is a
+// plain table and the copy holds no row.
+func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (bool, error) {
+	var kind string
+	if err := l.src.Conn().QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = $1::regclass",
+		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&kind); err != nil {
+		return false, fmt.Errorf("first load of %s: read the kind of the source table: %w", l.src.Table.Ident, err)
+	}
+	if kind != "r" || sinkConn == nil {
+		return false, nil
+	}
+	var empty bool
+	if err := sinkConn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
+		return false, fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
+	}
+	return empty, nil
+}
+
+// start opens the workers' connections, exports the snapshot from the
+// first and imports it in the others, and plans the chunks (a new load) or
+// takes the ones left (a resumed load). It leaves l.fl nil when the table
+// is too small for a first load.
+func (l *loader) start(ctx context.Context, before string) error {
+	c := l.o.Config
+	l.began = time.Now()
+	first, err := l.open(ctx)
+	if err != nil {
+		return err
+	}
+	var snap string
+	var blocks int64
+	var version int
+	err = first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int",
+		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&snap, &blocks, &version)
+	if err != nil {
+		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
+	}
+	l.tidOK = version >= 140000
+	if l.fl != nil {
+		// Rows the crashed process committed may be copied again, from this
+		// newer snapshot (and a row may have moved to another chunk since):
+		// while the copy holds any row, chunks are upserted. A copy emptied
+		// or dropped (and created again by Prepare) since holds none of the
+		// chunks done: the load starts again from the beginning.
+		var empty bool
+		if err := first.dst.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
+			return fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
+		}
+		if empty {
+			l.log.Warn("the copy is empty while a first load was under way: it starts again", "copy", l.target)
+			l.fl = nil
+		}
+		l.upsert = !empty
+	}
+	resumed := l.fl != nil
+	if resumed {
+		before = l.fl.Before
+	} else if blocks < int64(l.opt.MinBlocks) {
+		// Pages fill the copy; a load given up above is forgotten.
+		return l.o.Store.Update(c.Name, func(st *watermark.State) error {
+			st.FirstLoad = nil
+			return nil
+		})
+	}
+	if l.where, err = l.condition(ctx, first.src, before); err != nil {
+		return err
+	}
+	if resumed {
+		l.fl.Runs++
+	} else {
+		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: 1}
+		if fl.Cursor, err = l.maxCursor(ctx, first.src); err != nil {
+			return err
+		}
+		fl.Chunks = planChunks(blocks, l.opt.ChunkBlocks, l.tidOK)
+		l.fl = fl
+	}
+	fl := l.fl
+	if err := l.o.Store.Update(c.Name, func(st *watermark.State) error {
+		st.FirstLoad = fl
+		return nil
+	}); err != nil {
+		return err
+	}
+	todo := 0
+	for _, ch := range fl.Chunks {
+		if !ch.Done {
+			todo++
+		}
+	}
+	for len(l.conns) < min(l.opt.Workers, todo) {
+		w, err := l.open(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := w.src.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snap)); err != nil {
+			return fmt.Errorf("first load of %s: import the snapshot: %w", l.src.Table.Ident, err)
+		}
+	}
+	l.log.Info("first load", "table", l.src.Table.Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", todo,
+		"workers", len(l.conns), "resumed", resumed, "binary", l.binary)
+	return nil
+}
+
+// open adds a worker: a source connection in a read-only repeatable-read
+// transaction and a sink connection.
+func (l *loader) open(ctx context.Context) (*loadConn, error) {
+	c := l.o.Config
+	s, err := pgutil.Connect(ctx, c.Source.DSN, "source")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+		s.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table.Ident, err)
+	}
+	d, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	if err != nil {
+		s.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	l.conns = append(l.conns, loadConn{src: s, dst: d})
+	return &l.conns[len(l.conns)-1], nil
+}
+
+func (l *loader) close(ctx context.Context) {
+	for _, w := range l.conns {
+		w.src.Close(ctx)
+		w.dst.Close(ctx)
+	}
+}
+
+// condition is the WHERE of every chunk besides its blocks: source.where,
+// no NULL cursor column and the first cursor column below the bound (the
+// rows a cursor page could read; the others are the outside pass's and
+// later runs').
+func (l *loader) condition(ctx context.Context, conn *pgx.Conn, before string) (string, error) {
+	var conds []string
+	if w := strings.TrimSpace(l.o.Config.Source.Where); w != "" {
+		conds = append(conds, "("+w+")")
+	}
+	for _, col := range l.src.Table.Cursor {
+		conds = append(conds, pgutil.Ident(col.Name)+" IS NOT NULL")
+	}
+	if before != "" {
+		var lit string
+		if err := conn.QueryRow(ctx, "SELECT quote_literal($1::text)", before).Scan(&lit); err != nil {
+			return "", fmt.Errorf("first load of %s: quote the read bound: %w", l.src.Table.Ident, err)
+		}
+		first := l.src.Table.Cursor[0]
+		conds = append(conds, pgutil.Ident(first.Name)+" < "+lit+"::"+first.Type)
+	}
+	return strings.Join(conds, " AND "), nil
+}
+
+// maxCursor is the greatest cursor of the rows the load copies, as text
+// exactly as the server prints it (nil: there are none).
+func (l *loader) maxCursor(ctx context.Context, conn *pgx.Conn) ([]string, error) {
+	cur := l.src.Table.Cursor
+	names := make([]string, len(cur))
+	desc := make([]string, len(cur))
+	for i, col := range cur {
+		names[i] = col.Name
+		desc[i] = pgutil.Ident(col.Name) + " DESC"
+	}
+	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	if l.where != "" {
+		q += " WHERE " + l.where
+	}
+	q += " ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1"
+	rr := conn.PgConn().ExecParams(ctx, q, nil, nil, nil, nil)
+	var last []string
+	for rr.NextRow() {
+		for _, v := range rr.Values() {
+			last = append(last, string(v))
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return nil, fmt.Errorf("first load of %s: read the greatest cursor: %w", l.src.Table.Ident, err)
+	}
+	return last, nil
+}
+
+// planChunks splits blocks heap blocks into ranges of size blocks; the
+// last range is open, so rows a resumed load finds past the first
+// snapshot's end are copied too. Without ctid range scans there is one.
+func planChunks(blocks int64, size uint32, tidOK bool) []watermark.LoadChunk {
+	if !tidOK || blocks <= int64(size) {
+		return []watermark.LoadChunk{{}}
+	}
+	var chunks []watermark.LoadChunk
+	for from := int64(0); from < blocks; from += int64(size) {
+		chunks = append(chunks, watermark.LoadChunk{From: uint32(from), To: uint32(from + int64(size))})
+	}
+	chunks[len(chunks)-1].To = 0
+	return chunks
+}
+
+// run copies the chunks not done, one per worker at a time, until all are
+// done, one fails, or Stop says to stop (chunks in flight still commit).
+func (l *loader) run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	next := make(chan int)
+	go func() {
+		defer close(next)
+		for i, ch := range l.fl.Chunks {
+			if ch.Done {
+				continue
+			}
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			case <-l.o.Stop:
+				return
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range l.conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				if err := l.chunk(ctx, &l.conns[w], i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return err
+	}
+	for _, ch := range l.fl.Chunks {
+		if !ch.Done {
+			l.res.Stopped = true
+			return ErrStopped
+		}
+	}
+	return nil
+}
+
+// chunk copies chunk i in one sink transaction and then records it.
+func (l *loader) chunk(ctx context.Context, w *loadConn, i int) error {
+	ch := l.fl.Chunks[i]
+	conds := l.where
+	if ch.From > 0 || ch.To > 0 {
+		r := fmt.Sprintf("ctid >= '(%d,0)'::tid", ch.From)
+		if ch.To > 0 {
+			r += fmt.Sprintf(" AND ctid < '(%d,0)'::tid", ch.To)
+		}
+		conds = join(r, conds)
+	}
+	format := ""
+	if l.binary {
+		format = " (FORMAT binary)"
+	}
+	q := "SELECT " + l.cols + " FROM " + pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	if conds != "" {
+		q += " WHERE " + conds
+	}
+	out := "COPY (" + q + ") TO STDOUT" + format
+	l.mu.Lock()
+	err := l.lock.Check(ctx)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	var rows int64
+	err = pgx.BeginFunc(ctx, w.dst, func(tx pgx.Tx) error {
+		into := "COPY " + l.target + " (" + l.cols + ") FROM STDIN" + format
+		if l.upsert {
+			if err := l.stage(ctx, tx, w); err != nil {
+				return err
+			}
+			into = "COPY pg_temp.syncd_first_load (" + l.cols + ") FROM STDIN" + format
+		}
+		n, err := pipe(ctx, w.src, out, tx.Conn(), into)
+		if err != nil {
+			return fmt.Errorf("copy chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table.Ident, l.target, err)
+		}
+		rows = n
+		if l.upsert {
+			if rows, err = l.upsertStaged(ctx, tx); err != nil {
+				return err
+			}
+		}
+		return pgutil.Durable(ctx, tx)
+	})
+	if err != nil {
+		return err
+	}
+	if l.opt.AfterChunk != nil {
+		if err := l.opt.AfterChunk(i); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fl.Chunks[i].Done, l.fl.Chunks[i].Rows = true, rows
+	fl := *l.fl
+	fl.Chunks = append([]watermark.LoadChunk(nil), l.fl.Chunks...)
+	err = l.o.Store.Update(l.o.Config.Name, func(st *watermark.State) error {
+		st.FirstLoad = &fl
+		st.TotalRows += rows
+		st.TotalRead += rows
+		st.TotalWritten += rows
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	l.res.Pages++
+	l.res.Rows += rows
+	l.res.Written += rows
+	if l.o.OnPage != nil {
+		l.o.OnPage(PageStats{Rows: rows, Written: rows})
+	}
+	l.log.Debug("first load chunk committed", "chunk", i, "blocks_from", ch.From, "blocks_to", blockEnd(ch.To), "rows", rows)
+	return nil
+}
+
+func blockEnd(to uint32) string {
+	if to == 0 {
+		return "end"
+	}
+	return strconv.FormatUint(uint64(to), 10)
+}
+
+func join(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + " AND " + b
+}
+
+// stage empties (creating it the first time) the worker's staging table,
+// shaped like the copy's selected columns.
+func (l *loader) stage(ctx context.Context, tx pgx.Tx, w *loadConn) error {
+	q := "TRUNCATE pg_temp.syncd_first_load"
+	if !w.staged {
+		q = "CREATE TEMP TABLE syncd_first_load AS SELECT " + l.cols + " FROM " + l.target + " LIMIT 0"
+	}
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return fmt.Errorf("first load: staging table for %s: %w", l.target, err)
+	}
+	w.staged = true
+	return nil
+}
+
+// upsertStaged writes the staged rows into the copy; a row already there
+// (copied from an older snapshot before the crash) takes the staged values,
+// which are at least as new.
+func (l *loader) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
+	key := l.o.Config.Sink.Key
+	keys := map[string]bool{}
+	for _, k := range key {
+		keys[k] = true
+	}
+	var set []string
+	for _, col := range l.src.Table.Columns {
+		if !keys[col.Name] {
+			set = append(set, pgutil.Ident(col.Name)+" = EXCLUDED."+pgutil.Ident(col.Name))
+		}
+	}
+	action := "DO NOTHING"
+	if len(set) > 0 {
+		action = "DO UPDATE SET " + strings.Join(set, ", ")
+	}
+	tag, err := tx.Exec(ctx, "INSERT INTO "+l.target+" ("+l.cols+") SELECT "+l.cols+" FROM pg_temp.syncd_first_load ON CONFLICT ("+
+		pgutil.IdentList("", key)+") "+action)
+	if err != nil {
+		return 0, fmt.Errorf("first load: upsert a resumed chunk into %s: %w", l.target, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// pipe streams COPY out of src into COPY in on dst and returns the rows
+// written. Only a pipe's buffer is held in memory.
+func pipe(ctx context.Context, src *pgx.Conn, out string, dst *pgx.Conn, in string) (int64, error) {
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := src.PgConn().CopyTo(ctx, pw, out)
+		pw.CloseWithError(err) // nil: EOF
+		done <- err
+	}()
+	tag, err := dst.PgConn().CopyFrom(ctx, pr, in)
+	pr.CloseWithError(errors.New("the sink stopped reading"))
+	rerr := <-done
+	if err != nil {
+		return 0, fmt.Errorf("write: %w", err)
+	}
+	if rerr != nil {
+		return 0, fmt.Errorf("read: %w", rerr)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// quoteLiteral quotes s as an SQL string literal (standard strings).
+func quoteLiteral(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
