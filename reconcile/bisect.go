@@ -30,22 +30,42 @@ func fanout(n int64, leaf int) int64 {
 	return max(2, min(f, maxFanout))
 }
 
-// bisect compares the checksums of the segments in todo level by level and
-// calls leaves with batches of differing segments small enough to fetch.
-func (c *comparer) bisect(ctx context.Context, todo []segment, leaves func([]segment) error) error {
+// split cuts each segment of todo (sorted, disjoint) into children of
+// about c.leaf rows, in order.
+func (c *comparer) split(todo []segment) []segment {
+	var kids []segment
+	one := big.NewInt(1)
+	for _, s := range todo {
+		f := big.NewInt(fanout(s.n, c.leaf))
+		size := s.size()
+		w := new(big.Int).Div(new(big.Int).Add(size, new(big.Int).Sub(f, one)), f)
+		for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; {
+			hi := new(big.Int).Sub(new(big.Int).Add(lo, w), one)
+			if hi.Cmp(s.hi) > 0 {
+				hi = new(big.Int).Set(s.hi)
+			}
+			kids = append(kids, segment{lo: lo, hi: hi})
+			lo = new(big.Int).Add(hi, one)
+		}
+	}
+	return kids
+}
+
+// bisect compares the checksums of the children of the segments in todo
+// level by level: equal children are done, differing ones are split again
+// while that is expected to narrow them, and streamed as (key, row hash)
+// pairs (c.stream) once they are small or dense with differences.
+func (c *comparer) bisect(ctx context.Context, todo []segment) error {
 	for len(todo) > 0 {
 		sort.Slice(todo, func(i, j int) bool { return todo[i].lo.Cmp(todo[j].lo) < 0 })
-		widths := make([]*big.Int, len(todo))
-		for i, s := range todo {
-			f := big.NewInt(fanout(s.n, c.leaf))
-			size := s.size()
-			w := new(big.Int).Div(new(big.Int).Add(size, new(big.Int).Sub(f, big.NewInt(1))), f)
-			widths[i] = w
-		}
-		var a, b map[child]sum
+		kids := c.split(todo)
+		// The first level reads every row anyway: a scan. Below it an
+		// integer key is read by index ranges.
+		join := c.src.intKey && c.level > 0
+		var a, b map[int]sum
 		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) { a, err = c.src.checksums(gctx, todo, widths); return err })
-		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, todo, widths); return err })
+		g.Go(func() (err error) { a, err = c.src.checksums(gctx, kids, todo, join); return err })
+		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, kids, todo, join); return err })
 		if err := g.Wait(); err != nil {
 			return err
 		}
@@ -59,48 +79,62 @@ func (c *comparer) bisect(ctx context.Context, todo []segment, leaves func([]seg
 			}
 		}
 		c.level++
-		differ := map[child]bool{}
-		for k, s := range a {
-			if b[k] != s {
-				differ[k] = true
+		nonEmpty := map[int]bool{}
+		var differ []int
+		for i := range kids {
+			sa, oka := a[i]
+			sb, okb := b[i]
+			if oka || okb {
+				nonEmpty[i] = true
+			}
+			if sa != sb {
+				differ = append(differ, i)
 			}
 		}
-		for k, s := range b {
-			if a[k] != s {
-				differ[k] = true
-			}
-		}
-		var next, leaf []segment
-		for k := range differ {
-			s, w := todo[k.seg], widths[k.seg]
-			lo := new(big.Int).Add(s.lo, new(big.Int).Mul(w, big.NewInt(k.idx)))
-			hi := new(big.Int).Sub(new(big.Int).Add(lo, w), big.NewInt(1))
-			if hi.Cmp(s.hi) > 0 {
-				hi = s.hi
-			}
-			ch := segment{lo: lo, hi: hi, n: max(a[k].n, b[k].n)}
-			if ch.n <= int64(c.leaf) || lo.Cmp(hi) == 0 {
-				leaf = append(leaf, ch)
+		var next, stream []segment
+		var rows int64
+		for _, i := range differ {
+			ch := kids[i]
+			ch.n = max(a[i].n, b[i].n)
+			rows += ch.n
+			if ch.n <= int64(c.leaf) || ch.lo.Cmp(ch.hi) == 0 {
+				stream = append(stream, ch)
 			} else {
 				next = append(next, ch)
 			}
 		}
-		sort.Slice(leaf, func(i, j int) bool { return leaf[i].lo.Cmp(leaf[j].lo) < 0 })
-		// Fetch in batches of about batchRows rows per side.
-		for len(leaf) > 0 {
-			n, rows := 0, int64(0)
-			for n < len(leaf) && (n == 0 || rows+leaf[n].n <= batchRows) {
-				rows += leaf[n].n
-				n++
-			}
-			if err := leaves(leaf[:n]); err != nil {
+		if len(next) > 0 && c.dense(len(differ), len(nonEmpty), rows) {
+			stream, next = append(stream, next...), nil
+			sort.Slice(stream, func(i, j int) bool { return stream[i].lo.Cmp(stream[j].lo) < 0 })
+		}
+		if len(stream) > 0 {
+			if err := c.stream(ctx, stream); err != nil {
 				return err
 			}
-			leaf = leaf[n:]
 		}
 		todo = next
 	}
 	return nil
+}
+
+// dense reports whether splitting the differing children again is
+// pointless: with differing of nonEmpty children differing, holding rows
+// rows, differences are spread at a density that leaves more than half of
+// those rows in differing children even once they are cut down to c.leaf
+// rows. Another level would then cost a checksum pass over the rows only
+// to stream most of them anyway.
+func (c *comparer) dense(differing, nonEmpty int, rows int64) bool {
+	if differing == 0 || nonEmpty == 0 || rows == 0 {
+		return false
+	}
+	p := float64(differing) / float64(nonEmpty)
+	if p >= 1 {
+		return true
+	}
+	perChild := float64(rows) / float64(differing)
+	density := -math.Log1p(-p) / perChild // differences per row
+	left := -math.Expm1(-density * float64(c.leaf))
+	return left > 0.5
 }
 
 // batchRows bounds the rows fetched per side by one query.

@@ -201,6 +201,9 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 		}
 	}
 	c.src.intKey, c.dst.intKey = intKey, intKey
+	hash, name := pickHash(ctx, c.src.conn, c.dst.conn)
+	c.src.hash, c.dst.hash = hash, hash
+	log.Debug("row hash", "function", name)
 	return c, nil
 }
 
@@ -237,7 +240,10 @@ func (c *comparer) bisectAll(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	return c.bisect(ctx, []segment{top}, func(segs []segment) error { return c.leaves(ctx, segs) })
+	c.hashesRead.Store(0)
+	err = c.bisect(ctx, []segment{top})
+	c.rep.HashesRead = c.hashesRead.Load()
+	return err
 }
 
 // top is the first segment: the keys' range for an integer key, the whole
@@ -247,6 +253,7 @@ func (c *comparer) top(ctx context.Context) (segment, bool, error) {
 	if err != nil {
 		return segment{}, false, err
 	}
+	c.tableRows = est
 	if !c.src.intKey {
 		return wholeLine(est), true, nil
 	}

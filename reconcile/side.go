@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +34,8 @@ type side struct {
 	where string
 	// guard is what the side's catalog guarantees about the key.
 	guard keyGuard
+	// hash is the SQL of the 64-bit hash of a text (the same on both sides).
+	hash func(text string) string
 }
 
 func (sd *side) qualified() string { return pgutil.Qualified(sd.table.Schema, sd.table.Name) }
@@ -44,30 +45,40 @@ func (sd *side) ord(a string) string {
 	if sd.intKey {
 		return a + "." + ident(sd.keys[0].Name)
 	}
-	return hash64(rowText(a+".", sd.keys))
+	return sd.hash(rowText(a+".", sd.keys))
 }
 
-// segmentFrom returns a FROM clause and a WHERE condition whose rows (alias
-// y) are the side's rows satisfying cond (bare column names, may be "") that
-// lie inside one of the segments given as $1 (lows, int8[]) and $2 (highs,
-// int8[], inclusive, sorted and disjoint), with the SQL of the segment's
-// 1-based index and of the row's place on the line.
-func (sd *side) segmentFrom(cond string) (from, where, segIdx, ord string) {
-	if sd.intKey {
-		// A join the planner runs as one index range scan per segment.
-		from = "unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS s(syncd_lo, syncd_hi, syncd_i) JOIN " + sd.qualified() +
-			" y ON y." + ident(sd.keys[0].Name) + " BETWEEN s.syncd_lo AND s.syncd_hi"
-		return from, cond, "s.syncd_i", sd.ord("y")
+// rangeJoin is a FROM clause of the side's rows (alias y) inside the
+// segments given as $3 (lows, int8[]) and $4 (highs): one index range scan
+// per segment, for an integer key whose segments hold a small part of the
+// table. Any other read scans the whole table.
+func (sd *side) rangeJoin() string {
+	return "unnest($3::int8[], $4::int8[]) AS s(syncd_lo, syncd_hi) JOIN " + sd.qualified() +
+		" y ON y." + ident(sd.keys[0].Name) + " BETWEEN s.syncd_lo AND s.syncd_hi"
+}
+
+// placed is the SQL of the side's rows satisfying cond (bare column names,
+// may be "") that lie in one of the children given as $1 (lows, int8[],
+// sorted) and $2 (highs, inclusive, disjoint), with columns syncd_i (the
+// child's 1-based index), syncd_o (the row's place on the line) and the
+// expressions of extra (alias y). join selects rangeJoin's FROM clause.
+// Each row's place is computed once and its child found by binary search
+// (width_bucket); OFFSET 0 keeps the planner from inlining either.
+func (sd *side) placed(cond string, join bool, extra ...string) string {
+	from := sd.qualified() + " y"
+	if join {
+		from = sd.rangeJoin()
 	}
-	// The hash has no index: one scan, the hash computed once per row
-	// (OFFSET 0 keeps the planner from inlining it), the segment found by
-	// binary search.
-	inner := "SELECT " + sd.ord("z") + " AS syncd_o, z.* FROM " + sd.qualified() + " z"
+	inner := "SELECT " + sd.ord("y") + " AS syncd_o"
+	for i, e := range extra {
+		inner += fmt.Sprintf(", %s AS syncd_x%d", e, i)
+	}
+	inner += " FROM " + from
 	if cond != "" {
 		inner += " WHERE " + cond
 	}
-	from = "(SELECT x.*, width_bucket(x.syncd_o, $1::int8[]) AS syncd_i FROM (" + inner + " OFFSET 0) x OFFSET 0) y"
-	return from, "y.syncd_i > 0 AND y.syncd_o <= ($2::int8[])[y.syncd_i]", "y.syncd_i", "y.syncd_o"
+	mid := "SELECT width_bucket(a.syncd_o, $1::int8[]) AS syncd_i, a.* FROM (" + inner + " OFFSET 0) a"
+	return "SELECT b.* FROM (" + mid + " OFFSET 0) b WHERE b.syncd_i > 0 AND b.syncd_o <= ($2::int8[])[b.syncd_i]"
 }
 
 // sum is the checksum of the rows of one child segment.
@@ -76,37 +87,31 @@ type sum struct {
 	h string // sum of the 64-bit row hashes, as numeric text
 }
 
-type child struct{ seg, idx int64 }
-
-// checksums returns the checksum of every non-empty child of segs, each
-// segment being cut into children of width widths[i] from its low end.
-func (sd *side) checksums(ctx context.Context, segs []segment, widths []*big.Int) (map[child]sum, error) {
+// checksums returns the checksum of every non-empty child (by index in
+// kids, which are sorted and disjoint); parents are the segments the
+// children cut, read by index ranges when join is set.
+func (sd *side) checksums(ctx context.Context, kids, parents []segment, join bool) (map[int]sum, error) {
 	cond := sd.scope
 	if sd.synced != "" {
 		cond = and(cond, sd.synced)
 	}
-	from, where, segIdx, ord := sd.segmentFrom(cond)
-	q := "SELECT " + segIdx + "::int8, div(" + ord + "::numeric - (($1::int8[])[" + segIdx + "])::numeric, (($3::text[])[" + segIdx + "])::numeric)::int8, count(*)::int8, coalesce(sum(" +
-		hash64(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
-	if where != "" {
-		q += " WHERE " + where
+	q := "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
+		sd.placed(cond, join, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	lo, hi := bounds(kids)
+	args := []any{lo, hi}
+	if join {
+		plo, phi := bounds(parents)
+		args = append(args, plo, phi)
 	}
-	q += " GROUP BY 1, 2"
-	lo, hi := bounds(segs)
-	w := make([]string, len(widths))
-	for i, x := range widths {
-		w[i] = x.String()
-	}
-	rows, err := sd.conn.Query(ctx, q, lo, hi, w)
+	rows, err := sd.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
 	}
-	out := map[child]sum{}
-	var c child
+	out := map[int]sum{}
+	var i int
 	var s sum
-	if _, err := pgx.ForEachRow(rows, []any{&c.seg, &c.idx, &s.n, &s.h}, func() error {
-		c.seg-- // 1-based in SQL
-		out[c] = s
+	if _, err := pgx.ForEachRow(rows, []any{&i, &s.n, &s.h}, func() error {
+		out[i-1] = s // 1-based in SQL
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
@@ -119,8 +124,12 @@ func (sd *side) checksums(ctx context.Context, segs []segment, widths []*big.Int
 // (synced, or with a NULL cursor or ahead of the clock), inside the scope
 // and inside source.where.
 type row struct {
-	canon   [][]byte
-	raw     [][]byte
+	canon [][]byte
+	raw   [][]byte
+	// hash is the text of the row's hash when the row was streamed as its
+	// key and hash (canon and raw then hold the key columns only).
+	hash    []byte
+	ord     int64
 	synced  bool
 	inScope bool
 	inWhere bool
@@ -139,18 +148,6 @@ func (sd *side) selectList() string {
 		parts = append(parts, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
 	}
 	return strings.Join(parts, ", ")
-}
-
-// fetchSegments reads the rows in scope inside segs (not limited to the
-// synced ones: the caller classifies).
-func (sd *side) fetchSegments(ctx context.Context, segs []segment, fn func(row)) error {
-	from, where, _, _ := sd.segmentFrom(sd.scope)
-	q := "SELECT " + sd.selectList() + " FROM " + from
-	if where != "" {
-		q += " WHERE " + where
-	}
-	lo, hi := bounds(segs)
-	return sd.read(ctx, q, []any{lo, hi}, []uint32{pgtype.Int8ArrayOID, pgtype.Int8ArrayOID}, fn)
 }
 
 // fetchKeys reads the rows with the given keys (the text of each key
