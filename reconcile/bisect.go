@@ -2,8 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -31,10 +33,39 @@ func fanout(n int64, leaf int) int64 {
 }
 
 // split cuts each segment of todo (sorted, disjoint) into children of
-// about c.leaf rows, in order.
-func (c *comparer) split(todo []segment) []segment {
-	var kids []segment
+// about c.leaf rows, in order. When todo is one segment whose children can
+// be found by arithmetic, bucket is the SQL of a place's 1-based child (a
+// format of the place, "%s"): the first level, which reads every row, then
+// needs no search.
+func (c *comparer) split(todo []segment) (kids []segment, bucket string) {
 	one := big.NewInt(1)
+	if len(todo) == 1 {
+		s := todo[0]
+		f := fanout(s.n, c.leaf)
+		if !c.src.intKey && s.lo.Int64() == math.MinInt64 && s.hi.Int64() == math.MaxInt64 {
+			// The whole hash line: 2^b children of 2^(64-b) hashes, the
+			// child of o is o >> (64-b), shifted to start at 0.
+			b := max(1, bits.Len64(uint64(f-1)))
+			w := new(big.Int).Lsh(one, uint(64-b))
+			for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; lo = new(big.Int).Add(lo, w) {
+				kids = append(kids, segment{lo: lo, hi: new(big.Int).Sub(new(big.Int).Add(lo, w), one)})
+			}
+			return kids, fmt.Sprintf("((%%s >> %d) + %d)", 64-b, int64(1)<<(b-1)+1)
+		}
+		if c.src.intKey && new(big.Int).Sub(s.hi, s.lo).IsInt64() {
+			// An integer key whose range fits: (o - lo) / width.
+			size := s.size()
+			w := new(big.Int).Div(new(big.Int).Add(size, big.NewInt(f-1)), big.NewInt(f))
+			for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; lo = new(big.Int).Add(lo, w) {
+				hi := new(big.Int).Sub(new(big.Int).Add(lo, w), one)
+				if hi.Cmp(s.hi) > 0 {
+					hi = new(big.Int).Set(s.hi)
+				}
+				kids = append(kids, segment{lo: lo, hi: hi})
+			}
+			return kids, fmt.Sprintf("((%%s - (%d)) / %d + 1)", s.lo.Int64(), w.Int64())
+		}
+	}
 	for _, s := range todo {
 		f := big.NewInt(fanout(s.n, c.leaf))
 		size := s.size()
@@ -48,7 +79,7 @@ func (c *comparer) split(todo []segment) []segment {
 			lo = new(big.Int).Add(hi, one)
 		}
 	}
-	return kids
+	return kids, ""
 }
 
 // bisect compares the checksums of the children of the segments in todo
@@ -58,14 +89,14 @@ func (c *comparer) split(todo []segment) []segment {
 func (c *comparer) bisect(ctx context.Context, todo []segment) error {
 	for len(todo) > 0 {
 		sort.Slice(todo, func(i, j int) bool { return todo[i].lo.Cmp(todo[j].lo) < 0 })
-		kids := c.split(todo)
+		kids, bucket := c.split(todo)
 		// The first level reads every row anyway: a scan. Below it an
 		// integer key is read by index ranges.
 		join := c.src.intKey && c.level > 0
 		var a, b map[int]sum
 		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) { a, err = c.src.checksums(gctx, kids, todo, join); return err })
-		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, kids, todo, join); return err })
+		g.Go(func() (err error) { a, err = c.src.checksums(gctx, kids, todo, join, bucket); return err })
+		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, kids, todo, join, bucket); return err })
 		if err := g.Wait(); err != nil {
 			return err
 		}

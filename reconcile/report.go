@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxKeys bounds how many keys of each kind a report lists.
@@ -58,6 +59,9 @@ type Report struct {
 	NoWatermark bool `json:"no_watermark,omitempty"`
 	// Repair counts the rows a --repair changed in the copy.
 	Repair *RepairCounts `json:"repair,omitempty"`
+	// CleanAt is when this reconcile began, when it proved the copy equal
+	// (Clean); zero otherwise.
+	CleanAt time.Time `json:"clean_at,omitzero"`
 	// After is the comparison run after a repair.
 	After *Report `json:"after_repair,omitempty"`
 }

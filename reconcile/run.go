@@ -41,6 +41,14 @@ type Watermark struct {
 	Found bool
 }
 
+// StateRecorder is a StateReader that can also change a stored state;
+// given one, Run records the time of a clean reconcile in it
+// (watermark.State.LastCleanReconcile). *watermark.Store is one.
+type StateRecorder interface {
+	StateReader
+	Update(name string, fn func(st *watermark.State) error) error
+}
+
 // Get returns the held state, whatever the name.
 func (w Watermark) Get(string) (watermark.State, bool, error) { return w.State, w.Found, nil }
 
@@ -150,6 +158,20 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		rep.After.DurationMS = time.Since(started).Milliseconds()
 	}
 	rep.DurationMS = time.Since(started).Milliseconds()
+	if rep.Clean() {
+		rep.CleanAt = started.UTC()
+		if rec, ok := states.(StateRecorder); ok {
+			err := rec.Update(cfg.Name, func(st *watermark.State) error {
+				if started.After(st.LastCleanReconcile) {
+					st.LastCleanReconcile = rep.CleanAt
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("reconcile of %s found the copy equal but could not record it: %w", cfg.Name, err)
+			}
+		}
+	}
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
 		"duplicate", rep.Duplicate, "null_key", rep.NullKey, "not_covered", rep.NotCoveredRows(),
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,

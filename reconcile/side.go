@@ -49,11 +49,11 @@ func (sd *side) ord(a string) string {
 }
 
 // rangeJoin is a FROM clause of the side's rows (alias y) inside the
-// segments given as $3 (lows, int8[]) and $4 (highs): one index range scan
+// segments given as parameters lo (lows, int8[]) and hi (highs): one index range scan
 // per segment, for an integer key whose segments hold a small part of the
 // table. Any other read scans the whole table.
-func (sd *side) rangeJoin() string {
-	return "unnest($3::int8[], $4::int8[]) AS s(syncd_lo, syncd_hi) JOIN " + sd.qualified() +
+func (sd *side) rangeJoin(lo, hi int) string {
+	return fmt.Sprintf("unnest($%d::int8[], $%d::int8[])", lo, hi) + " AS s(syncd_lo, syncd_hi) JOIN " + sd.qualified() +
 		" y ON y." + ident(sd.keys[0].Name) + " BETWEEN s.syncd_lo AND s.syncd_hi"
 }
 
@@ -61,13 +61,18 @@ func (sd *side) rangeJoin() string {
 // may be "") that lie in one of the children given as $1 (lows, int8[],
 // sorted) and $2 (highs, inclusive, disjoint), with columns syncd_i (the
 // child's 1-based index), syncd_o (the row's place on the line) and the
-// expressions of extra (alias y). join selects rangeJoin's FROM clause.
+// expressions of extra (alias y). join selects rangeJoin's FROM clause,
+// its segments given as $3 and $4 ($1 and $2 with a bucket).
 // Each row's place is computed once and its child found by binary search
-// (width_bucket); OFFSET 0 keeps the planner from inlining either.
-func (sd *side) placed(cond string, join bool, extra ...string) string {
+// (width_bucket), or by bucket (a format of the place, "%s") when the
+// children are of equal width; OFFSET 0 keeps the planner from inlining
+// either.
+func (sd *side) placed(cond string, join bool, bucket string, extra ...string) string {
 	from := sd.qualified() + " y"
-	if join {
-		from = sd.rangeJoin()
+	if join && bucket != "" {
+		from = sd.rangeJoin(1, 2)
+	} else if join {
+		from = sd.rangeJoin(3, 4)
 	}
 	inner := "SELECT " + sd.ord("y") + " AS syncd_o"
 	for i, e := range extra {
@@ -76,6 +81,9 @@ func (sd *side) placed(cond string, join bool, extra ...string) string {
 	inner += " FROM " + from
 	if cond != "" {
 		inner += " WHERE " + cond
+	}
+	if bucket != "" {
+		return "SELECT " + fmt.Sprintf(bucket, "a.syncd_o") + " AS syncd_i, a.* FROM (" + inner + " OFFSET 0) a"
 	}
 	mid := "SELECT width_bucket(a.syncd_o, $1::int8[]) AS syncd_i, a.* FROM (" + inner + " OFFSET 0) a"
 	return "SELECT b.* FROM (" + mid + " OFFSET 0) b WHERE b.syncd_i > 0 AND b.syncd_o <= ($2::int8[])[b.syncd_i]"
@@ -90,15 +98,18 @@ type sum struct {
 // checksums returns the checksum of every non-empty child (by index in
 // kids, which are sorted and disjoint); parents are the segments the
 // children cut, read by index ranges when join is set.
-func (sd *side) checksums(ctx context.Context, kids, parents []segment, join bool) (map[int]sum, error) {
+func (sd *side) checksums(ctx context.Context, kids, parents []segment, join bool, bucket string) (map[int]sum, error) {
 	cond := sd.scope
 	if sd.synced != "" {
 		cond = and(cond, sd.synced)
 	}
 	q := "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
-		sd.placed(cond, join, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
-	lo, hi := bounds(kids)
-	args := []any{lo, hi}
+		sd.placed(cond, join, bucket, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	var args []any
+	if bucket == "" {
+		lo, hi := bounds(kids)
+		args = append(args, lo, hi)
+	}
 	if join {
 		plo, phi := bounds(parents)
 		args = append(args, plo, phi)

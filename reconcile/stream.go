@@ -117,7 +117,7 @@ func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, joi
 	for i := range extra {
 		q += fmt.Sprintf(", p.syncd_x%d", i)
 	}
-	q += " FROM (" + sd.placed(sd.scope, join, extra...) + ") p ORDER BY p.syncd_o"
+	q += " FROM (" + sd.placed(sd.scope, join, "", extra...) + ") p ORDER BY p.syncd_o"
 	if !sd.intKey {
 		for i := range nk {
 			q += fmt.Sprintf(", p.syncd_x%d COLLATE \"C\"", i+1)
