@@ -223,6 +223,14 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 		}
 	}
 	c.src.intKey, c.dst.intKey = intKey, intKey
+	// JIT compiles the long row expression, with inlining and optimization
+	// at these costs, in every parallel worker: seconds of compilation for
+	// functions (text output, hashing) that it does not speed up.
+	for _, sd := range []*side{c.src, c.dst} {
+		if _, err := sd.conn.Exec(ctx, "SET jit = off"); err != nil {
+			return nil, fmt.Errorf("reconcile %s: set jit off on the %s: %w", cfg.Name, sd.role, err)
+		}
+	}
 	hash, name := pickHash(ctx, c.src.conn, c.dst.conn)
 	c.src.hash, c.dst.hash = hash, hash
 	log.Debug("row hash", "function", name)

@@ -105,6 +105,28 @@ func (sd *side) checksums(ctx context.Context, kids, parents []segment, join boo
 	}
 	q := "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
 		sd.placed(cond, join, bucket, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	if bucket != "" {
+		// No subquery fence: each row's child is computed once anyway (it
+		// is the grouping key), and a flat query can run in parallel
+		// workers, as a plain sum over the table would.
+		from := sd.qualified() + " y"
+		if join {
+			from = sd.rangeJoin(1, 2)
+		}
+		q = "SELECT (" + fmt.Sprintf(bucket, sd.ord("y")) + ")::int8, count(*)::int8, coalesce(sum(" + sd.hash(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
+		if cond != "" {
+			q += " WHERE " + cond
+		}
+		q += " GROUP BY 1"
+		// The planner takes the child of a row, a function of the key, to
+		// have as many values as the key, and would sort whole rows to
+		// group them; there are rows/leaf children, which a hash table
+		// holds.
+		if _, err := sd.conn.Exec(ctx, "SET enable_sort = off"); err != nil {
+			return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
+		}
+		defer sd.conn.Exec(context.WithoutCancel(ctx), "RESET enable_sort") //nolint:errcheck // a failed reset only leaves a planner preference on a connection that closes after reconcile
+	}
 	var args []any
 	if bucket == "" {
 		lo, hi := bounds(kids)
