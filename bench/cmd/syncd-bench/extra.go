@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"time"
-
 )
 
 // notInBuild reports whether a syncd failure means the command or sink
