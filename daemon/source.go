@@ -203,6 +203,7 @@ func (s *source) reconcile(cfg *config.Config, started time.Time) string {
 		s.d.m.SetReconcileNotCovered(cfg.Name, reason, final.NotCovered[reason])
 	}
 	s.d.m.ReconcileRows(cfg.Name, rep.RowsCompared, rep.RowsFetched)
+	s.d.m.ReconcileClean(cfg.Name, rep.CleanAt)
 	attrs := []any{"missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed, "duplicate", rep.Duplicate, "null_key", rep.NullKey,
 		"not_covered", final.NotCoveredRows(), "repaired", rep.Repaired, "duration", took}
 	switch {

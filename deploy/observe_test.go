@@ -243,6 +243,7 @@ func exportedNames(t *testing.T) map[string]bool {
 	m.ReconcileDone("s", metrics.OutcomeOK, time.Second)
 	m.SetReconcileDifferences("s", "missing", 1)
 	m.ReconcileRows("s", 1, 1)
+	m.ReconcileClean("s", time.Now())
 	m.Bound("s", time.Now(), time.Second, 1)
 	m.Campaign("s", 1, 1, 0, 0)
 	mfs, err := reg.Gather()

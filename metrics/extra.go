@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +17,9 @@ type extra struct {
 	reconcileCompared *prometheus.CounterVec
 	reconcileFetched  *prometheus.CounterVec
 	reconcileUncov    *prometheus.GaugeVec
+	reconcileClean    *prometheus.GaugeVec
+	mu                sync.Mutex
+	lastClean         map[string]float64 // the value of reconcileClean per source
 
 	campaign *prometheus.GaugeVec
 
@@ -25,6 +29,7 @@ type extra struct {
 func newExtra(reg prometheus.Registerer) *extra {
 	src := []string{"source"}
 	e := &extra{
+		lastClean: map[string]float64{},
 		bound: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_read_bound_timestamp_seconds",
 			Help: "Unix time of the commit-safe read bound of the last run: rows stamped at or after it wait for a later run.",
@@ -45,6 +50,10 @@ func newExtra(reg prometheus.Registerer) *extra {
 			Name: "syncd_reconcile_rows_fetched_total",
 			Help: "Rows reconciles fetched from either side to compare value by value.",
 		}, src),
+		reconcileClean: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "syncd_reconcile_last_clean_timestamp_seconds",
+			Help: "Unix time when the last reconcile that proved the copy equal to the source (no difference left, no row left uncompared) began; kept in the state file across restarts. Alert on time() minus it: the copy not proven for that long.",
+		}, []string{"source"}),
 		reconcileUncov: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_reconcile_not_covered_rows",
 			Help: "Source rows the last reconcile of the source could not compare, by reason: pending (newer than the watermark) or no_watermark. Above 0, the copy is not proven equal.",
@@ -58,16 +67,19 @@ func newExtra(reg prometheus.Registerer) *extra {
 			Help: "Source schema changes runs found, by change: column_added, column_dropped, type_widened (followed under schema_changes: evolve), type_changed, column_renamed, key_changed (refused); a refused change counts on every run it stops.",
 		}, []string{"source", "change"}),
 	}
-	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign, e.schemaChanges)
+	reg.MustRegister(e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.reconcileClean, e.campaign, e.schemaChanges)
 	return e
 }
 
 func (e *extra) remove(l prometheus.Labels) {
 	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.campaign, e.schemaChanges,
+		e.bound, e.boundHeldBack, e.boundHolder, e.reconcileCompared, e.reconcileFetched, e.reconcileUncov, e.reconcileClean, e.campaign, e.schemaChanges,
 	} {
 		v.DeletePartialMatch(l)
 	}
+	e.mu.Lock()
+	delete(e.lastClean, l["source"])
+	e.mu.Unlock()
 }
 
 // Bound records the commit-safe read bound of a run (zero bound: none, or
@@ -91,6 +103,23 @@ func (m *Metrics) ReconcileRows(name string, compared, fetched int64) {
 // of a source could not compare for a reason.
 func (m *Metrics) SetReconcileNotCovered(name, reason string, n int64) {
 	m.extra.reconcileUncov.WithLabelValues(name, reason).Set(float64(n))
+}
+
+// ReconcileClean records when the last reconcile that proved the copy of
+// a source equal began (zero: never; an earlier time than the one known is
+// ignored).
+func (m *Metrics) ReconcileClean(name string, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	g := m.extra.reconcileClean.WithLabelValues(name)
+	v := float64(at.UnixNano()) / 1e9
+	m.extra.mu.Lock()
+	defer m.extra.mu.Unlock()
+	if v > m.extra.lastClean[name] {
+		m.extra.lastClean[name] = v
+		g.Set(v)
+	}
 }
 
 // Campaign records a coupon campaign's counts after a run.

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +46,38 @@ func TestReconcileNotCoveredRows(t *testing.T) {
 	for _, mf := range gather(t, reg) {
 		if len(mf.GetMetric()) > 0 && (mf.GetName() == "syncd_reconcile_not_covered_rows" || mf.GetName() == "syncd_reconcile_differences") {
 			t.Errorf("%s left behind after RemoveSource", mf.GetName())
+		}
+	}
+}
+
+// The time of the last clean reconcile is a gauge per source that only
+// moves forward (a state file read at start cannot set it back) and leaves
+// with its source.
+func TestReconcileLastClean(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg, "test")
+	later := time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC)
+	m.ReconcileClean("orders", time.Time{})
+	m.ReconcileClean("orders", later)
+	m.ReconcileClean("orders", later.Add(-time.Hour))
+	got := map[string]float64{}
+	for _, mf := range gather(t, reg) {
+		if mf.GetName() == "syncd_reconcile_last_clean_timestamp_seconds" {
+			for _, s := range mf.GetMetric() {
+				got[s.GetLabel()[0].GetValue()] = s.GetGauge().GetValue()
+			}
+		}
+	}
+	if len(got) != 1 || got["orders"] != float64(later.Unix()) {
+		t.Fatalf("syncd_reconcile_last_clean_timestamp_seconds = %v; want orders %d", got, later.Unix())
+	}
+	m.RemoveSource("orders")
+	m.ReconcileClean("orders", later.Add(-time.Hour))
+	for _, mf := range gather(t, reg) {
+		if mf.GetName() == "syncd_reconcile_last_clean_timestamp_seconds" {
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != float64(later.Add(-time.Hour).Unix()) {
+				t.Fatalf("after RemoveSource and a new value: %v, want %d", v, later.Add(-time.Hour).Unix())
+			}
 		}
 	}
 }

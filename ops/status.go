@@ -40,6 +40,9 @@ type SourceStatus struct {
 	// run that caught up).
 	CaughtUp         string   `json:"caught_up,omitempty"`
 	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
+	// LastCleanReconcile is when the last scheduled reconcile that proved
+	// the copy equal began ("" before the first).
+	LastCleanReconcile string `json:"last_clean_reconcile_at,omitempty"`
 	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
 	// of the newest row in the copy, which grows while the source is quiet
 	// (nil when the first cursor column is not a timestamp or nothing was
@@ -127,6 +130,9 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 			age := now.Sub(t).Round(time.Millisecond).Seconds()
 			out.NewestRowAgeSeconds = &age
 		}
+	}
+	if !s.LastCleanReconcile.IsZero() {
+		out.LastCleanReconcile = TimeText(s.LastCleanReconcile)
 	}
 	if !s.CaughtUp.IsZero() {
 		out.CaughtUp = TimeText(s.CaughtUp)

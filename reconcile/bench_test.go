@@ -103,8 +103,9 @@ func BenchmarkReconcile(b *testing.B) {
 			b.ReportMetric(float64(rep.RowsFetched), "rows_fetched")
 			b.ReportMetric(pct, "%fetched")
 			b.ReportMetric(float64(rep.ChecksumQueries), "checksum_queries")
-			b.Logf("%d rows, key %s: %d missing, %d extra, %d changed; fetched %d rows (%.3f%%), %d checksum queries, %d ms",
-				n, key, rep.Missing, rep.Extra, rep.Changed, rep.RowsFetched, pct, rep.ChecksumQueries, rep.DurationMS)
+			b.ReportMetric(float64(rep.HashesRead), "hashes_read")
+			b.Logf("%d rows, key %s: %d missing, %d extra, %d changed; fetched %d whole rows (%.3f%%), %d (key, hash) pairs, %d checksum queries, %d ms",
+				n, key, rep.Missing, rep.Extra, rep.Changed, rep.RowsFetched, pct, rep.HashesRead, rep.ChecksumQueries, rep.DurationMS)
 		})
 	}
 

@@ -2,8 +2,10 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"math/big"
+	"math/bits"
 	"sort"
 
 	"golang.org/x/sync/errgroup"
@@ -30,22 +32,71 @@ func fanout(n int64, leaf int) int64 {
 	return max(2, min(f, maxFanout))
 }
 
-// bisect compares the checksums of the segments in todo level by level and
-// calls leaves with batches of differing segments small enough to fetch.
-func (c *comparer) bisect(ctx context.Context, todo []segment, leaves func([]segment) error) error {
+// split cuts each segment of todo (sorted, disjoint) into children of
+// about c.leaf rows, in order. When todo is one segment whose children can
+// be found by arithmetic, bucket is the SQL of a place's 1-based child (a
+// format of the place, "%s"): the first level, which reads every row, then
+// needs no search.
+func (c *comparer) split(todo []segment) (kids []segment, bucket string) {
+	one := big.NewInt(1)
+	if len(todo) == 1 {
+		s := todo[0]
+		f := fanout(s.n, c.leaf)
+		if !c.src.intKey && s.lo.Int64() == math.MinInt64 && s.hi.Int64() == math.MaxInt64 {
+			// The whole hash line: 2^b children of 2^(64-b) hashes, the
+			// child of o is o >> (64-b), shifted to start at 0.
+			b := max(1, bits.Len64(uint64(f-1)))
+			w := new(big.Int).Lsh(one, uint(64-b))
+			for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; lo = new(big.Int).Add(lo, w) {
+				kids = append(kids, segment{lo: lo, hi: new(big.Int).Sub(new(big.Int).Add(lo, w), one)})
+			}
+			return kids, fmt.Sprintf("((%%s >> %d) + %d)", 64-b, int64(1)<<(b-1)+1)
+		}
+		if c.src.intKey && new(big.Int).Sub(s.hi, s.lo).IsInt64() {
+			// An integer key whose range fits: (o - lo) / width.
+			size := s.size()
+			w := new(big.Int).Div(new(big.Int).Add(size, big.NewInt(f-1)), big.NewInt(f))
+			for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; lo = new(big.Int).Add(lo, w) {
+				hi := new(big.Int).Sub(new(big.Int).Add(lo, w), one)
+				if hi.Cmp(s.hi) > 0 {
+					hi = new(big.Int).Set(s.hi)
+				}
+				kids = append(kids, segment{lo: lo, hi: hi})
+			}
+			return kids, fmt.Sprintf("((%%s - (%d)) / %d + 1)", s.lo.Int64(), w.Int64())
+		}
+	}
+	for _, s := range todo {
+		f := big.NewInt(fanout(s.n, c.leaf))
+		size := s.size()
+		w := new(big.Int).Div(new(big.Int).Add(size, new(big.Int).Sub(f, one)), f)
+		for lo := new(big.Int).Set(s.lo); lo.Cmp(s.hi) <= 0; {
+			hi := new(big.Int).Sub(new(big.Int).Add(lo, w), one)
+			if hi.Cmp(s.hi) > 0 {
+				hi = new(big.Int).Set(s.hi)
+			}
+			kids = append(kids, segment{lo: lo, hi: hi})
+			lo = new(big.Int).Add(hi, one)
+		}
+	}
+	return kids, ""
+}
+
+// bisect compares the checksums of the children of the segments in todo
+// level by level: equal children are done, differing ones are split again
+// while that is expected to narrow them, and streamed as (key, row hash)
+// pairs (c.stream) once they are small or dense with differences.
+func (c *comparer) bisect(ctx context.Context, todo []segment) error {
 	for len(todo) > 0 {
 		sort.Slice(todo, func(i, j int) bool { return todo[i].lo.Cmp(todo[j].lo) < 0 })
-		widths := make([]*big.Int, len(todo))
-		for i, s := range todo {
-			f := big.NewInt(fanout(s.n, c.leaf))
-			size := s.size()
-			w := new(big.Int).Div(new(big.Int).Add(size, new(big.Int).Sub(f, big.NewInt(1))), f)
-			widths[i] = w
-		}
-		var a, b map[child]sum
+		kids, bucket := c.split(todo)
+		// The first level reads every row anyway: a scan. Below it an
+		// integer key is read by index ranges.
+		join := c.src.intKey && c.level > 0
+		var a, b map[int]sum
 		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) { a, err = c.src.checksums(gctx, todo, widths); return err })
-		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, todo, widths); return err })
+		g.Go(func() (err error) { a, err = c.src.checksums(gctx, kids, todo, join, bucket); return err })
+		g.Go(func() (err error) { b, err = c.dst.checksums(gctx, kids, todo, join, bucket); return err })
 		if err := g.Wait(); err != nil {
 			return err
 		}
@@ -59,48 +110,62 @@ func (c *comparer) bisect(ctx context.Context, todo []segment, leaves func([]seg
 			}
 		}
 		c.level++
-		differ := map[child]bool{}
-		for k, s := range a {
-			if b[k] != s {
-				differ[k] = true
+		nonEmpty := map[int]bool{}
+		var differ []int
+		for i := range kids {
+			sa, oka := a[i]
+			sb, okb := b[i]
+			if oka || okb {
+				nonEmpty[i] = true
+			}
+			if sa != sb {
+				differ = append(differ, i)
 			}
 		}
-		for k, s := range b {
-			if a[k] != s {
-				differ[k] = true
-			}
-		}
-		var next, leaf []segment
-		for k := range differ {
-			s, w := todo[k.seg], widths[k.seg]
-			lo := new(big.Int).Add(s.lo, new(big.Int).Mul(w, big.NewInt(k.idx)))
-			hi := new(big.Int).Sub(new(big.Int).Add(lo, w), big.NewInt(1))
-			if hi.Cmp(s.hi) > 0 {
-				hi = s.hi
-			}
-			ch := segment{lo: lo, hi: hi, n: max(a[k].n, b[k].n)}
-			if ch.n <= int64(c.leaf) || lo.Cmp(hi) == 0 {
-				leaf = append(leaf, ch)
+		var next, stream []segment
+		var rows int64
+		for _, i := range differ {
+			ch := kids[i]
+			ch.n = max(a[i].n, b[i].n)
+			rows += ch.n
+			if ch.n <= int64(c.leaf) || ch.lo.Cmp(ch.hi) == 0 {
+				stream = append(stream, ch)
 			} else {
 				next = append(next, ch)
 			}
 		}
-		sort.Slice(leaf, func(i, j int) bool { return leaf[i].lo.Cmp(leaf[j].lo) < 0 })
-		// Fetch in batches of about batchRows rows per side.
-		for len(leaf) > 0 {
-			n, rows := 0, int64(0)
-			for n < len(leaf) && (n == 0 || rows+leaf[n].n <= batchRows) {
-				rows += leaf[n].n
-				n++
-			}
-			if err := leaves(leaf[:n]); err != nil {
+		if len(next) > 0 && c.dense(len(differ), len(nonEmpty), rows) {
+			stream, next = append(stream, next...), nil
+			sort.Slice(stream, func(i, j int) bool { return stream[i].lo.Cmp(stream[j].lo) < 0 })
+		}
+		if len(stream) > 0 {
+			if err := c.stream(ctx, stream); err != nil {
 				return err
 			}
-			leaf = leaf[n:]
 		}
 		todo = next
 	}
 	return nil
+}
+
+// dense reports whether splitting the differing children again is
+// pointless: with differing of nonEmpty children differing, holding rows
+// rows, differences are spread at a density that leaves more than half of
+// those rows in differing children even once they are cut down to c.leaf
+// rows. Another level would then cost a checksum pass over the rows only
+// to stream most of them anyway.
+func (c *comparer) dense(differing, nonEmpty int, rows int64) bool {
+	if differing == 0 || nonEmpty == 0 || rows == 0 {
+		return false
+	}
+	p := float64(differing) / float64(nonEmpty)
+	if p >= 1 {
+		return true
+	}
+	perChild := float64(rows) / float64(differing)
+	density := -math.Log1p(-p) / perChild // differences per row
+	left := -math.Expm1(-density * float64(c.leaf))
+	return left > 0.5
 }
 
 // batchRows bounds the rows fetched per side by one query.

@@ -5,9 +5,9 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 
 	"github.com/syncd/syncd/sink"
-	"golang.org/x/sync/errgroup"
 )
 
 // comparer runs one comparison of the source and the copy.
@@ -25,6 +25,10 @@ type comparer struct {
 	// repair, when set, is given the fixes of each batch of differences;
 	// replace those of duplicate and NULL keys.
 	repair, replace func(context.Context, []sink.Fix) error
+	// tableRows is the planner's estimate of the larger table's rows.
+	tableRows int64
+	// hashesRead counts the streamed (key, row hash) pairs, both sides.
+	hashesRead atomic.Int64
 }
 
 type kind int
@@ -42,7 +46,7 @@ const (
 func classify(s, d *row) kind {
 	in := s != nil && s.inScope
 	switch {
-	case in && d != nil && equalValues(s.canon, d.canon):
+	case in && d != nil && sameRow(s, d):
 		return same
 	case s != nil && !s.synced && (in || d != nil):
 		return unsynced
@@ -54,6 +58,15 @@ func classify(s, d *row) kind {
 		return changed
 	}
 	return same
+}
+
+// sameRow compares two rows by their hashes when both were streamed, else
+// value by value.
+func sameRow(s, d *row) bool {
+	if s.hash != nil && d.hash != nil {
+		return bytes.Equal(s.hash, d.hash)
+	}
+	return equalValues(s.canon, d.canon)
 }
 
 func equalValues(a, b [][]byte) bool {
@@ -97,52 +110,6 @@ func (c *comparer) rawKey(r *row) []string {
 		out[i] = string(r.raw[k])
 	}
 	return out
-}
-
-// leaves fetches the rows of differing leaf segments, re-reads every
-// difference by key and records (and repairs) what remains.
-func (c *comparer) leaves(ctx context.Context, segs []segment) error {
-	srcRows, dstRows := map[string]*row{}, map[string]*row{}
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		return c.src.fetchSegments(gctx, segs, func(r row) { srcRows[c.key(&r)] = &r })
-	})
-	g.Go(func() error {
-		return c.dst.fetchSegments(gctx, segs, func(r row) { dstRows[c.key(&r)] = &r })
-	})
-	if err := g.Wait(); err != nil {
-		return err
-	}
-	c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
-	var recheck [][]string
-	seen := map[string]bool{}
-	add := func(k string, s, d *row) {
-		if seen[k] || c.skip[k] {
-			return
-		}
-		seen[k] = true
-		switch classify(s, d) {
-		case same:
-		case unsynced:
-			c.unsynced(s)
-		default:
-			r := s
-			if r == nil {
-				r = d
-			}
-			recheck = append(recheck, c.rawKey(r))
-		}
-	}
-	for k, s := range srcRows {
-		add(k, s, dstRows[k])
-	}
-	for k, d := range dstRows {
-		add(k, srcRows[k], d)
-	}
-	if len(recheck) == 0 {
-		return nil
-	}
-	return c.recheck(ctx, recheck)
 }
 
 // recheck re-reads keys on both sides, the copy first: a copy row can only

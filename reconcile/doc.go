@@ -10,22 +10,28 @@
 // 1.0 = 1.00 but 1.0 <> 1.01), json is cast to jsonb whose text is canonical,
 // bytea is hex, float4/float8 are their IEEE-754 bits, arrays are rebuilt
 // element by element, and every value is quoted with quote_nullable so that
-// NULL differs from the empty string. The row hash is the first 64 bits of
-// md5(row text) as a bigint; both sides sum them in numeric (no overflow).
+// NULL differs from the empty string. The row hash is 64 bits of
+// hashtextextended of the row text when both servers agree on a probe
+// (pickHash), else the first 64 bits of md5(row text); both sides sum them
+// in numeric (no overflow).
 //
-// # Checksum bisection
+// # Checksums, then (key, hash) streams, then rows
 //
 // Rows are placed on an integer line: the key itself for a single integer
-// key, otherwise the first 64 bits of md5 of the canonical key text (which
-// works for text, uuid and composite keys, needs no sampled boundaries and
-// does not depend on collations, which may differ between the databases).
-// Starting from one segment covering the whole line, each side returns
-// (count, sum of row hashes) for the children of the segments in question,
-// in one grouped query per side and level. Equal children are done.
-// Differing children with at most LeafRows rows are fetched; larger ones are
-// split again, into about count/LeafRows children. With d scattered
-// differences in n rows, the work is about two scans of each table plus
-// d*LeafRows fetched rows.
+// key, otherwise the 64-bit hash of the canonical key text (which works for
+// text, uuid and composite keys, needs no sampled boundaries and does not
+// depend on collations, which may differ between the databases). Starting
+// from one segment covering the line, each side returns (count, sum of row
+// hashes) for the children of the segments in question, in one grouped
+// query per side and level; the first level reads every row once by a scan
+// and finds a row's child by arithmetic. Equal children are done. Differing
+// children of at most LeafRows rows, or all of them when the differences
+// are too dense for another level to narrow them (comparer.dense), are
+// streamed: both sides send (key, row hash) in line order and the streams
+// are merged. Only the differing keys are then read in full, on both sides,
+// to be classified and repaired. With d scattered differences in n rows,
+// the work is about one scan of each table, d*LeafRows streamed pairs and
+// about d whole rows per side; docs/RECONCILE.md gives the cost model.
 //
 // # Coverage
 //

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MaxKeys bounds how many keys of each kind a report lists.
@@ -24,9 +25,12 @@ type Report struct {
 	NullKey      int64    `json:"null_key"`
 	Keys         KeyLists `json:"keys"`
 	RowsCompared int64    `json:"rows_compared"` // source rows covered by the checksums
-	RowsFetched  int64    `json:"rows_fetched"`  // rows read one by one, both sides, re-checks included
-	Repaired     bool     `json:"repaired"`
-	DurationMS   int64    `json:"duration_ms"`
+	RowsFetched  int64    `json:"rows_fetched"`  // whole rows read, both sides: the re-checks of differing keys and the NULL-key scans
+	// HashesRead counts the (key, row hash) pairs streamed from both sides
+	// for the key ranges whose checksums differed.
+	HashesRead int64 `json:"hashes_read"`
+	Repaired   bool  `json:"repaired"`
+	DurationMS int64 `json:"duration_ms"`
 
 	// CopyRows is the number of rows in the copy covered by the checksums.
 	CopyRows int64 `json:"copy_rows"`
@@ -55,6 +59,9 @@ type Report struct {
 	NoWatermark bool `json:"no_watermark,omitempty"`
 	// Repair counts the rows a --repair changed in the copy.
 	Repair *RepairCounts `json:"repair,omitempty"`
+	// CleanAt is when this reconcile began, when it proved the copy equal
+	// (Clean); zero otherwise.
+	CleanAt time.Time `json:"clean_at,omitzero"`
 	// After is the comparison run after a repair.
 	After *Report `json:"after_repair,omitempty"`
 }

@@ -41,6 +41,14 @@ type Watermark struct {
 	Found bool
 }
 
+// StateRecorder is a StateReader that can also change a stored state;
+// given one, Run records the time of a clean reconcile in it
+// (watermark.State.LastCleanReconcile). *watermark.Store is one.
+type StateRecorder interface {
+	StateReader
+	Update(name string, fn func(st *watermark.State) error) error
+}
+
 // Get returns the held state, whatever the name.
 func (w Watermark) Get(string) (watermark.State, bool, error) { return w.State, w.Found, nil }
 
@@ -150,6 +158,20 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		rep.After.DurationMS = time.Since(started).Milliseconds()
 	}
 	rep.DurationMS = time.Since(started).Milliseconds()
+	if rep.Clean() {
+		rep.CleanAt = started.UTC()
+		if rec, ok := states.(StateRecorder); ok {
+			err := rec.Update(cfg.Name, func(st *watermark.State) error {
+				if started.After(st.LastCleanReconcile) {
+					st.LastCleanReconcile = rep.CleanAt
+				}
+				return nil
+			})
+			if err != nil {
+				return nil, fmt.Errorf("reconcile of %s found the copy equal but could not record it: %w", cfg.Name, err)
+			}
+		}
+	}
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
 		"duplicate", rep.Duplicate, "null_key", rep.NullKey, "not_covered", rep.NotCoveredRows(),
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
@@ -201,6 +223,17 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 		}
 	}
 	c.src.intKey, c.dst.intKey = intKey, intKey
+	// JIT compiles the long row expression, with inlining and optimization
+	// at these costs, in every parallel worker: seconds of compilation for
+	// functions (text output, hashing) that it does not speed up.
+	for _, sd := range []*side{c.src, c.dst} {
+		if _, err := sd.conn.Exec(ctx, "SET jit = off"); err != nil {
+			return nil, fmt.Errorf("reconcile %s: set jit off on the %s: %w", cfg.Name, sd.role, err)
+		}
+	}
+	hash, name := pickHash(ctx, c.src.conn, c.dst.conn)
+	c.src.hash, c.dst.hash = hash, hash
+	log.Debug("row hash", "function", name)
 	return c, nil
 }
 
@@ -237,7 +270,10 @@ func (c *comparer) bisectAll(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	return c.bisect(ctx, []segment{top}, func(segs []segment) error { return c.leaves(ctx, segs) })
+	c.hashesRead.Store(0)
+	err = c.bisect(ctx, []segment{top})
+	c.rep.HashesRead = c.hashesRead.Load()
+	return err
 }
 
 // top is the first segment: the keys' range for an integer key, the whole
@@ -247,6 +283,7 @@ func (c *comparer) top(ctx context.Context) (segment, bool, error) {
 	if err != nil {
 		return segment{}, false, err
 	}
+	c.tableRows = est
 	if !c.src.intKey {
 		return wholeLine(est), true, nil
 	}

@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"fmt"
-	"math/big"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -35,6 +34,8 @@ type side struct {
 	where string
 	// guard is what the side's catalog guarantees about the key.
 	guard keyGuard
+	// hash is the SQL of the 64-bit hash of a text (the same on both sides).
+	hash func(text string) string
 }
 
 func (sd *side) qualified() string { return pgutil.Qualified(sd.table.Schema, sd.table.Name) }
@@ -44,30 +45,48 @@ func (sd *side) ord(a string) string {
 	if sd.intKey {
 		return a + "." + ident(sd.keys[0].Name)
 	}
-	return hash64(rowText(a+".", sd.keys))
+	return sd.hash(rowText(a+".", sd.keys))
 }
 
-// segmentFrom returns a FROM clause and a WHERE condition whose rows (alias
-// y) are the side's rows satisfying cond (bare column names, may be "") that
-// lie inside one of the segments given as $1 (lows, int8[]) and $2 (highs,
-// int8[], inclusive, sorted and disjoint), with the SQL of the segment's
-// 1-based index and of the row's place on the line.
-func (sd *side) segmentFrom(cond string) (from, where, segIdx, ord string) {
-	if sd.intKey {
-		// A join the planner runs as one index range scan per segment.
-		from = "unnest($1::int8[], $2::int8[]) WITH ORDINALITY AS s(syncd_lo, syncd_hi, syncd_i) JOIN " + sd.qualified() +
-			" y ON y." + ident(sd.keys[0].Name) + " BETWEEN s.syncd_lo AND s.syncd_hi"
-		return from, cond, "s.syncd_i", sd.ord("y")
+// rangeJoin is a FROM clause of the side's rows (alias y) inside the
+// segments given as parameters lo (lows, int8[]) and hi (highs): one index range scan
+// per segment, for an integer key whose segments hold a small part of the
+// table. Any other read scans the whole table.
+func (sd *side) rangeJoin(lo, hi int) string {
+	return fmt.Sprintf("unnest($%d::int8[], $%d::int8[])", lo, hi) + " AS s(syncd_lo, syncd_hi) JOIN " + sd.qualified() +
+		" y ON y." + ident(sd.keys[0].Name) + " BETWEEN s.syncd_lo AND s.syncd_hi"
+}
+
+// placed is the SQL of the side's rows satisfying cond (bare column names,
+// may be "") that lie in one of the children given as $1 (lows, int8[],
+// sorted) and $2 (highs, inclusive, disjoint), with columns syncd_i (the
+// child's 1-based index), syncd_o (the row's place on the line) and the
+// expressions of extra (alias y). join selects rangeJoin's FROM clause,
+// its segments given as $3 and $4 ($1 and $2 with a bucket).
+// Each row's place is computed once and its child found by binary search
+// (width_bucket), or by bucket (a format of the place, "%s") when the
+// children are of equal width; OFFSET 0 keeps the planner from inlining
+// either.
+func (sd *side) placed(cond string, join bool, bucket string, extra ...string) string {
+	from := sd.qualified() + " y"
+	if join && bucket != "" {
+		from = sd.rangeJoin(1, 2)
+	} else if join {
+		from = sd.rangeJoin(3, 4)
 	}
-	// The hash has no index: one scan, the hash computed once per row
-	// (OFFSET 0 keeps the planner from inlining it), the segment found by
-	// binary search.
-	inner := "SELECT " + sd.ord("z") + " AS syncd_o, z.* FROM " + sd.qualified() + " z"
+	inner := "SELECT " + sd.ord("y") + " AS syncd_o"
+	for i, e := range extra {
+		inner += fmt.Sprintf(", %s AS syncd_x%d", e, i)
+	}
+	inner += " FROM " + from
 	if cond != "" {
 		inner += " WHERE " + cond
 	}
-	from = "(SELECT x.*, width_bucket(x.syncd_o, $1::int8[]) AS syncd_i FROM (" + inner + " OFFSET 0) x OFFSET 0) y"
-	return from, "y.syncd_i > 0 AND y.syncd_o <= ($2::int8[])[y.syncd_i]", "y.syncd_i", "y.syncd_o"
+	if bucket != "" {
+		return "SELECT " + fmt.Sprintf(bucket, "a.syncd_o") + " AS syncd_i, a.* FROM (" + inner + " OFFSET 0) a"
+	}
+	mid := "SELECT width_bucket(a.syncd_o, $1::int8[]) AS syncd_i, a.* FROM (" + inner + " OFFSET 0) a"
+	return "SELECT b.* FROM (" + mid + " OFFSET 0) b WHERE b.syncd_i > 0 AND b.syncd_o <= ($2::int8[])[b.syncd_i]"
 }
 
 // sum is the checksum of the rows of one child segment.
@@ -76,37 +95,56 @@ type sum struct {
 	h string // sum of the 64-bit row hashes, as numeric text
 }
 
-type child struct{ seg, idx int64 }
-
-// checksums returns the checksum of every non-empty child of segs, each
-// segment being cut into children of width widths[i] from its low end.
-func (sd *side) checksums(ctx context.Context, segs []segment, widths []*big.Int) (map[child]sum, error) {
+// checksums returns the checksum of every non-empty child (by index in
+// kids, which are sorted and disjoint); parents are the segments the
+// children cut, read by index ranges when join is set.
+func (sd *side) checksums(ctx context.Context, kids, parents []segment, join bool, bucket string) (map[int]sum, error) {
 	cond := sd.scope
 	if sd.synced != "" {
 		cond = and(cond, sd.synced)
 	}
-	from, where, segIdx, ord := sd.segmentFrom(cond)
-	q := "SELECT " + segIdx + "::int8, div(" + ord + "::numeric - (($1::int8[])[" + segIdx + "])::numeric, (($3::text[])[" + segIdx + "])::numeric)::int8, count(*)::int8, coalesce(sum(" +
-		hash64(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
-	if where != "" {
-		q += " WHERE " + where
+	q := "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
+		sd.placed(cond, join, bucket, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	if bucket != "" {
+		// No subquery fence: each row's child is computed once anyway (it
+		// is the grouping key), and a flat query can run in parallel
+		// workers, as a plain sum over the table would.
+		from := sd.qualified() + " y"
+		if join {
+			from = sd.rangeJoin(1, 2)
+		}
+		q = "SELECT (" + fmt.Sprintf(bucket, sd.ord("y")) + ")::int8, count(*)::int8, coalesce(sum(" + sd.hash(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
+		if cond != "" {
+			q += " WHERE " + cond
+		}
+		q += " GROUP BY 1"
+		// The planner takes the child of a row, a function of the key, to
+		// have as many values as the key, and would sort whole rows to
+		// group them; there are rows/leaf children, which a hash table
+		// holds.
+		if _, err := sd.conn.Exec(ctx, "SET enable_sort = off"); err != nil {
+			return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
+		}
+		defer sd.conn.Exec(context.WithoutCancel(ctx), "RESET enable_sort") //nolint:errcheck // a failed reset only leaves a planner preference on a connection that closes after reconcile
 	}
-	q += " GROUP BY 1, 2"
-	lo, hi := bounds(segs)
-	w := make([]string, len(widths))
-	for i, x := range widths {
-		w[i] = x.String()
+	var args []any
+	if bucket == "" {
+		lo, hi := bounds(kids)
+		args = append(args, lo, hi)
 	}
-	rows, err := sd.conn.Query(ctx, q, lo, hi, w)
+	if join {
+		plo, phi := bounds(parents)
+		args = append(args, plo, phi)
+	}
+	rows, err := sd.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
 	}
-	out := map[child]sum{}
-	var c child
+	out := map[int]sum{}
+	var i int
 	var s sum
-	if _, err := pgx.ForEachRow(rows, []any{&c.seg, &c.idx, &s.n, &s.h}, func() error {
-		c.seg-- // 1-based in SQL
-		out[c] = s
+	if _, err := pgx.ForEachRow(rows, []any{&i, &s.n, &s.h}, func() error {
+		out[i-1] = s // 1-based in SQL
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
@@ -119,8 +157,12 @@ func (sd *side) checksums(ctx context.Context, segs []segment, widths []*big.Int
 // (synced, or with a NULL cursor or ahead of the clock), inside the scope
 // and inside source.where.
 type row struct {
-	canon   [][]byte
-	raw     [][]byte
+	canon [][]byte
+	raw   [][]byte
+	// hash is the text of the row's hash when the row was streamed as its
+	// key and hash (canon and raw then hold the key columns only).
+	hash    []byte
+	ord     int64
 	synced  bool
 	inScope bool
 	inWhere bool
@@ -139,18 +181,6 @@ func (sd *side) selectList() string {
 		parts = append(parts, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
 	}
 	return strings.Join(parts, ", ")
-}
-
-// fetchSegments reads the rows in scope inside segs (not limited to the
-// synced ones: the caller classifies).
-func (sd *side) fetchSegments(ctx context.Context, segs []segment, fn func(row)) error {
-	from, where, _, _ := sd.segmentFrom(sd.scope)
-	q := "SELECT " + sd.selectList() + " FROM " + from
-	if where != "" {
-		q += " WHERE " + where
-	}
-	lo, hi := bounds(segs)
-	return sd.read(ctx, q, []any{lo, hi}, []uint32{pgtype.Int8ArrayOID, pgtype.Int8ArrayOID}, fn)
 }
 
 // fetchKeys reads the rows with the given keys (the text of each key

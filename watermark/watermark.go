@@ -85,6 +85,13 @@ type State struct {
 	TotalWritten int64 `json:"total_written,omitempty"`
 	TotalDeleted int64 `json:"total_deleted,omitempty"`
 
+	// LastCleanReconcile is when the last reconcile that proved the copy
+	// equal to the source (no difference left, no row left uncompared)
+	// began. Zero: none yet, or none recorded (a one-off `syncd reconcile`
+	// leaves the state file alone; the daemon's scheduled reconcile records
+	// it).
+	LastCleanReconcile time.Time `json:"last_clean_reconcile_at,omitzero"`
+
 	// NullCursorRows and AheadOfClockRows are the rows the last run that
 	// caught up found outside the cursor's reach (a NULL cursor column; a
 	// first cursor column past the source's clock plus its allowance) and

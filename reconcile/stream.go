@@ -1,0 +1,173 @@
+package reconcile
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/jackc/pgx/v5/pgtype"
+	"golang.org/x/sync/errgroup"
+)
+
+// stream reads the key and row hash of every row inside segs (sorted,
+// disjoint) from both sides at once, in line order, merges the two streams
+// and re-reads the differing keys (c.recheck). Memory holds the differing
+// keys only, not the rows.
+func (c *comparer) stream(ctx context.Context, segs []segment) error {
+	var est int64
+	for _, s := range segs {
+		est += s.n
+	}
+	// Index ranges for an integer key while they hold a small part of the
+	// table; past that one scan is cheaper.
+	join := c.src.intKey && est*5 < c.tableRows
+	srcRows, dstRows := make(chan row, 1024), make(chan row, 1024)
+	var recheck [][]string
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { defer close(srcRows); return c.streamSide(gctx, c.src, segs, join, srcRows) })
+	g.Go(func() error { defer close(dstRows); return c.streamSide(gctx, c.dst, segs, join, dstRows) })
+	g.Go(func() error {
+		s, sok := <-srcRows
+		d, dok := <-dstRows
+		for sok || dok {
+			order := 0
+			switch {
+			case !dok:
+				order = -1
+			case !sok:
+				order = 1
+			default:
+				order = c.lineOrder(&s, &d)
+			}
+			var sp, dp *row
+			if order <= 0 {
+				r := s
+				sp = &r
+				s, sok = <-srcRows
+			}
+			if order >= 0 {
+				r := d
+				dp = &r
+				d, dok = <-dstRows
+			}
+			r := sp
+			if r == nil {
+				r = dp
+			}
+			if c.skip[c.key(r)] {
+				continue
+			}
+			switch classify(sp, dp) {
+			case same:
+			case unsynced:
+				c.unsynced(sp)
+			default:
+				recheck = append(recheck, c.rawKey(r))
+			}
+		}
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	for len(recheck) > 0 {
+		n := min(len(recheck), batchRows)
+		if err := c.recheck(ctx, recheck[:n]); err != nil {
+			return err
+		}
+		recheck = recheck[n:]
+	}
+	return nil
+}
+
+// lineOrder orders two streamed rows as both queries do: by place on the
+// line, then (for a hash line, whose places may collide) by the canonical
+// key text byte by byte.
+func (c *comparer) lineOrder(a, b *row) int {
+	if o := cmp.Compare(a.ord, b.ord); o != 0 || c.src.intKey {
+		return o
+	}
+	for _, k := range c.keyIdx {
+		if o := bytes.Compare(a.canon[k], b.canon[k]); o != 0 {
+			return o
+		}
+	}
+	return 0
+}
+
+// streamSide sends the rows in scope of sd inside segs to out in line
+// order, each with its key (canonical text and text output), its row hash
+// and, for the source, whether it is compared, in scope and in
+// source.where. Not limited to the synced rows: the merge classifies.
+func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, join bool, out chan<- row) error {
+	nk := len(sd.keys)
+	extra := []string{sd.hash(rowText("y.", sd.cols))}
+	for _, k := range sd.keys {
+		extra = append(extra, canon("y."+ident(k.Name), k.Base, k.Elem))
+	}
+	for _, k := range sd.keys {
+		extra = append(extra, "y."+ident(k.Name))
+	}
+	if sd.role == "source" {
+		extra = append(extra, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
+	}
+	q := "SELECT p.syncd_o"
+	for i := range extra {
+		q += fmt.Sprintf(", p.syncd_x%d", i)
+	}
+	q += " FROM (" + sd.placed(sd.scope, join, "", extra...) + ") p ORDER BY p.syncd_o"
+	if !sd.intKey {
+		for i := range nk {
+			q += fmt.Sprintf(", p.syncd_x%d COLLATE \"C\"", i+1)
+		}
+	}
+	lo, hi := bounds(segs)
+	args := []any{lo, hi}
+	oids := []uint32{pgtype.Int8ArrayOID, pgtype.Int8ArrayOID}
+	if join {
+		args = append(args, lo, hi)
+		oids = append(oids, pgtype.Int8ArrayOID, pgtype.Int8ArrayOID)
+	}
+	m := sd.conn.TypeMap()
+	params := make([][]byte, len(args))
+	for i, a := range args {
+		b, err := m.Encode(oids[i], pgtype.TextFormatCode, a, nil)
+		if err != nil {
+			return fmt.Errorf("encode parameter: %w", err)
+		}
+		params[i] = b
+	}
+	var read int64
+	rr := sd.conn.PgConn().ExecParams(ctx, q, params, oids, nil, nil)
+	for rr.NextRow() {
+		vals := rr.Values()
+		ord, err := strconv.ParseInt(string(vals[0]), 10, 64)
+		if err != nil {
+			rr.Close()
+			return fmt.Errorf("read the row hashes of %s %s: place %q: %w", sd.role, sd.table, vals[0], err)
+		}
+		r := row{ord: ord, hash: bytes.Clone(vals[1]), canon: make([][]byte, len(sd.cols)), raw: make([][]byte, len(sd.cols))}
+		for j, k := range c.keyIdx {
+			r.canon[k] = bytes.Clone(vals[2+j])
+			r.raw[k] = bytes.Clone(vals[2+nk+j])
+		}
+		if sd.role == "source" {
+			f := vals[2+2*nk:]
+			r.synced, r.inScope, r.inWhere = string(f[0]) == "true", string(f[1]) == "true", string(f[2]) == "true"
+		}
+		read++
+		select {
+		case out <- r:
+		case <-ctx.Done():
+			rr.Close()
+			return ctx.Err()
+		}
+	}
+	if _, err := rr.Close(); err != nil {
+		return fmt.Errorf("read the row hashes of %s %s: %w", sd.role, sd.table, err)
+	}
+	c.hashesRead.Add(read)
+	return nil
+}
