@@ -102,12 +102,36 @@ func (l *Log) parseLocked() {
 	}
 }
 
+// Nth waits up to timeout for record number i (from 0) and returns it,
+// for a test that reacts to each record in turn as it is written; false
+// when the log is closed with fewer records, or at the timeout.
+func (l *Log) Nth(timeout time.Duration, i int) (Entry, bool) {
+	var e Entry
+	ok := l.Await(timeout, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.parseLocked()
+		if i < len(l.entries) {
+			e = l.entries[i]
+			return true
+		}
+		return false
+	})
+	return e, ok
+}
+
 // Find returns the first record with message msg (any message when msg
 // is "") and the given attributes, as key, value pairs: Find("run done",
 // "source", "orders", "rows", 1000).
 func (l *Log) Find(msg string, attrs ...any) (Entry, bool) {
+	return l.FindFunc(func(e Entry) bool { return e.Match(msg, attrs...) })
+}
+
+// FindFunc returns the first record for which ok is true: for a test
+// that matches a message by its start, say.
+func (l *Log) FindFunc(ok func(Entry) bool) (Entry, bool) {
 	for _, e := range l.Entries() {
-		if e.Match(msg, attrs...) {
+		if ok(e) {
 			return e, true
 		}
 	}

@@ -259,6 +259,9 @@ func TestLogConcurrentWritesAndReads(t *testing.T) {
 	if _, ok := l.Find("page applied", "writer", 3, "page", 199); !ok {
 		t.Fatal("no text record found by writer then page")
 	}
+	if e, ok := l.FindFunc(func(e testutil.Entry) bool { return strings.HasPrefix(e.Msg(), "page ") && e.Int("page") == 150 }); !ok || e.Msg() != "page applied" {
+		t.Fatal("FindFunc found no record of page 150")
+	}
 	if _, ok := l.Find("page applied", "writer", 2, "page", 200); ok {
 		t.Fatal("found a record that was never written")
 	}
@@ -318,6 +321,11 @@ func TestAwaitWakesOnWrite(t *testing.T) {
 	if !l.AwaitCount(time.Minute, 3, "tick") || time.Since(start) > 30*time.Second {
 		t.Fatal("AwaitCount did not see three ticks")
 	}
+	for i := range 3 {
+		if e, ok := l.Nth(time.Minute, i); !ok || e.Int("i") != int64(i) {
+			t.Fatalf("record %d: %v %v", i, ok, e.Fields)
+		}
+	}
 	fmt.Fprint(&l, `{"msg":"last"}`) // no newline: a line only once closed
 	if _, ok := l.Find("last"); ok {
 		t.Fatal("an unfinished line was read as a record")
@@ -325,6 +333,9 @@ func TestAwaitWakesOnWrite(t *testing.T) {
 	go l.Close()
 	if _, ok := l.AwaitEntry(time.Minute, "last"); !ok {
 		t.Fatal("the last line was not read after Close")
+	}
+	if _, ok := l.Nth(time.Minute, 4); ok {
+		t.Fatal("a closed log gave a fifth record")
 	}
 	if l.AwaitCount(time.Minute, 1, "never") {
 		t.Fatal("a closed log satisfied a condition that never held")
