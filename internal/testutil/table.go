@@ -48,7 +48,7 @@ func (d Diff) String() string {
 }
 
 // Compare says how DiffTables reads a table: Key is the key columns
-// (default id), Columns the columns compared (default the whole row, in
+// (default: the source table's primary key, else id), Columns the columns compared (default the whole row, in
 // table order: both tables must then have the same columns in the same
 // order). Names are SQL identifiers, quoted here.
 type Compare struct {
@@ -57,7 +57,8 @@ type Compare struct {
 }
 
 // DiffTables compares table src in db a with table dst in db b (names as
-// SQL, e.g. public.orders) by the md5 of each row's text, per id.
+// SQL, e.g. public.orders) by the md5 of each row's text, per key (the
+// source's primary key, else id).
 func DiffTables(t testing.TB, a Querier, src string, b Querier, dst string) Diff {
 	t.Helper()
 	return Compare{}.Tables(t, a, src, b, dst)
@@ -84,6 +85,9 @@ func (c Compare) RequireEqual(t testing.TB, a Querier, src string, b Querier, ds
 func (c Compare) Tables(t testing.TB, a Querier, src string, b Querier, dst string) Diff {
 	t.Helper()
 	var d Diff
+	if len(c.Key) == 0 {
+		c.Key = primaryKey(t, a, src)
+	}
 	sa, okA := c.hashes(t, a, src)
 	sb, okB := c.hashes(t, b, dst)
 	d.NoSource, d.NoCopy = !okA, !okB
@@ -132,9 +136,6 @@ func (c Compare) hashes(t testing.TB, db Querier, table string) (hashed, bool) {
 		return hashed{}, false
 	}
 	keys := c.Key
-	if len(keys) == 0 {
-		keys = []string{"id"}
-	}
 	keyExpr := "x." + quote(keys[0]) + "::text"
 	if len(keys) > 1 {
 		keyExpr = "row(" + qualified(keys) + ")::text"
@@ -166,6 +167,24 @@ func (c Compare) hashes(t testing.TB, db Querier, table string) (hashed, bool) {
 		t.Fatalf("read %s: %v", table, err)
 	}
 	return h, true
+}
+
+// primaryKey returns the primary key columns of table, or [id] when it
+// has none or does not exist.
+func primaryKey(t testing.TB, db Querier, table string) []string {
+	t.Helper()
+	var cols []string
+	err := db.QueryRow(context.Background(), `SELECT coalesce(array_agg(a.attname::text ORDER BY k.ord), '{}')
+FROM pg_index i CROSS JOIN unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = to_regclass($1) AND i.indisprimary`, table).Scan(&cols)
+	if err != nil {
+		t.Fatalf("primary key of %s: %v", table, err)
+	}
+	if len(cols) == 0 {
+		return []string{"id"}
+	}
+	return cols
 }
 
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }

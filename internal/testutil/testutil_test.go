@@ -394,11 +394,22 @@ UPDATE t SET v = 'changed' WHERE id IN (2, 9, 10, 11, 12, 13, 50); UPDATE t SET 
 	if d.Changed != 1 || d.ChangedKeys[0] != "60" {
 		t.Fatalf("diff on (id, note): %s", d)
 	}
-	// A composite key.
+	// A composite key, given or found as the source's primary key.
 	dst.Exec(t, `UPDATE c SET v = 'w' WHERE a = 4`)
-	d = testutil.Compare{Key: []string{"a", "b"}}.Tables(t, src.Pool, "c", dst.Pool, "c")
-	if d.Changed != 1 || d.ChangedKeys[0] != "(4,k)" {
-		t.Fatalf("composite key: %s", d)
+	for _, c := range []testutil.Compare{{Key: []string{"a", "b"}}, {}} {
+		d = c.Tables(t, src.Pool, "c", dst.Pool, "c")
+		if d.Changed != 1 || d.ChangedKeys[0] != "(4,k)" {
+			t.Fatalf("composite key %v: %s", c.Key, d)
+		}
+	}
+	// A primary key column with a hostile name, in a table with one.
+	for _, db := range []*pgtest.DB{src, dst} {
+		db.Exec(t, `CREATE SCHEMA "S ""q"""; CREATE TABLE "S ""q"""."T x" ("Id ""pk""; --" bigint PRIMARY KEY, v text);
+INSERT INTO "S ""q"""."T x" SELECT g, 'v' FROM generate_series(1, 5) g`)
+	}
+	dst.Exec(t, `UPDATE "S ""q"""."T x" SET v = 'w' WHERE "Id ""pk""; --" = 5`)
+	if d := testutil.DiffTables(t, src.Pool, `"S ""q"""."T x"`, dst.Pool, `"S ""q"""."T x"`); d.Changed != 1 || d.ChangedKeys[0] != "5" {
+		t.Fatalf("hostile names: %s", d)
 	}
 	// A copy not created yet, and duplicate keys in a copy without one.
 	if d := testutil.DiffTables(t, src.Pool, "t", dst.Pool, "public.nope"); d.Equal() || !d.NoCopy || d.NoSource {
