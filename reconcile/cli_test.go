@@ -1,51 +1,28 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/watermark"
 )
 
 // syncd runs the real binary and returns its stdout, stderr and exit code.
 func syncd(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var exit *exec.ExitError
-	switch {
-	case errors.As(err, &exit):
-		code = exit.ExitCode()
-	case err != nil:
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	r := testutil.Binary{Path: bin}.Run(t, nil, args...)
+	return r.Stdout, r.Stderr, r.Code
 }
 
+// buildBinary returns the real binary, built by the first test that asks.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		syncdBin = filepath.Join(binDir, "syncd")
-		out, err := exec.Command("go", "build", "-o", syncdBin, "github.com/syncd/syncd/cmd/syncd").CombinedOutput()
-		if err != nil {
-			binErr = fmt.Errorf("build syncd: %v\n%s", err, out)
-		}
-	})
-	if binErr != nil {
-		t.Fatal(binErr)
-	}
-	return syncdBin
+	return builder.Path(t)
 }
 
 type jsonReport struct {

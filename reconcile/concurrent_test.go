@@ -60,7 +60,7 @@ func TestConcurrentWritesNoFalseReports(t *testing.T) {
 				return
 			}
 			syncs.Add(1)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(20 * time.Millisecond) // pacing: the daemon's schedule between runs, not a wait for anything
 		}
 	}()
 	var skipped int64

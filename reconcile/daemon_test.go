@@ -1,13 +1,12 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // TestDaemonScheduledRepair runs the real daemon with
@@ -21,36 +20,8 @@ func TestDaemonScheduledRepair(t *testing.T) {
 	f.dst.Exec(t, `DELETE FROM public.items_copy WHERE id = 6`)
 	f.src.Exec(t, `DELETE FROM public.items WHERE id = 7`)
 
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon exit: %v\n%s", err, out.String())
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("daemon did not stop on SIGTERM\n%s", out.String())
-		}
-	}
-	defer stop()
-
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	d := testutil.Binary{Path: bin}.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
+	d.Eventually(t, 30*time.Second, "the daemon's scheduled reconcile to repair the copy", func() bool {
 		var n int
 		err := f.dst.Pool.QueryRow(context.Background(),
 			`SELECT count(*) FROM public.items_copy WHERE (id = 5 AND t = 'wrong') OR id = 7`).Scan(&n)
@@ -61,18 +32,14 @@ func TestDaemonScheduledRepair(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 && !missing {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the daemon's scheduled reconcile did not repair the copy in 30 s\n%s", out.String())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return n == 0 && !missing
+	})
 	f.assertSameRows(t)
-
-	stop()
-	if !strings.Contains(out.String(), "scheduled reconcile") {
-		t.Errorf("the daemon logged no scheduled reconcile:\n%s", out.String())
+	d.Eventually(t, 30*time.Second, "a scheduled reconcile logged as done", func() bool {
+		_, ok := d.Output.FindFunc(func(e testutil.Entry) bool { return strings.HasPrefix(e.Msg(), "scheduled reconcile done") })
+		return ok
+	})
+	if r := d.Stop(t, 30*time.Second); r.Code != 0 {
+		t.Errorf("daemon exit after SIGTERM: %s", r)
 	}
 }

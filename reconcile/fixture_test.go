@@ -9,34 +9,22 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
-// syncdBin is the real binary, built once (lazily: only the CLI tests need
-// it) into binDir, which TestMain removes.
-var (
-	binDir   string
-	binOnce  sync.Once
-	syncdBin string
-	binErr   error
-)
+// builder builds the real binary once, lazily: only the CLI tests need it.
+var builder testutil.Builder
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "syncd-reconcile-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	pgtest.Main(m, func() { os.RemoveAll(dir) })
+	pgtest.Main(m, builder.Cleanup)
 }
 
 // fixture is a source table in one database synced to a copy in another.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // A transaction left open on the source holds `syncd run --once` below its
@@ -34,13 +35,25 @@ func TestBinaryReportsHeldBackBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.Exec(t, `INSERT INTO orders SELECT g, now(), 'after the report began' FROM generate_series(1001, 1010) g`)
-	time.Sleep(1100 * time.Millisecond)
+	// The run names a holder once it has been open a second
+	// (syncer.HoldWarnAfter) by the source's clock: wait until it has.
+	testutil.Eventually(t, time.Minute, "the open transaction to be a second old", func() bool {
+		var old bool
+		if err := src.Pool.QueryRow(ctx, `SELECT clock_timestamp() - xact_start > interval '1.1 s' FROM pg_stat_activity WHERE pid = $1`, pid).Scan(&old); err != nil {
+			t.Fatal(err)
+		}
+		return old
+	})
 
 	r := syncd(t, env, "run", "--config", cfg, "--once")
 	if r.code != 0 {
 		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "bound held back by a transaction open since") || !strings.Contains(r.stderr, fmt.Sprintf(`"pid":%d`, pid)) {
+	reported := false
+	for _, e := range testutil.ParseLines(r.stderr) {
+		reported = reported || strings.HasPrefix(e.Msg(), "bound held back by a transaction open since") && e.Match("", "pid", pid)
+	}
+	if !reported {
 		t.Fatalf("run --once does not report the held-back bound with pid %d:\n%s", pid, r.stderr)
 	}
 	if got := count(t, dst, "SELECT count(*) FROM orders_copy"); got != 1000 {

@@ -7,11 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 var commandNames = []string{"run", "resync", "status", "validate", "reconcile", "version", "completion"}
@@ -95,23 +95,45 @@ func TestLogFormatAndLevel(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
 	state := filepath.Join(dir, "s.db")
-	textLine := regexp.MustCompile(`(?m)^time=\S+ level=INFO msg=`)
-	jsonLine := regexp.MustCompile(`(?m)^\{"time":"[^"]+","level":"INFO","msg":`)
+	// format reports how stderr's lines are written: "text" or "json" when
+	// every line is an slog record of that format with time, level and
+	// msg, and at least one is at INFO; "" otherwise.
+	format := func(stderr string) string {
+		kind, info := "", false
+		for _, l := range strings.Split(strings.TrimSpace(stderr), "\n") {
+			e, err := testutil.ParseLine(l)
+			if err != nil || e.Text("time") == "" || e.Level() == "" {
+				return ""
+			}
+			k := "text"
+			if strings.HasPrefix(l, "{") {
+				k = "json"
+			}
+			if kind != "" && k != kind {
+				return ""
+			}
+			kind, info = k, info || e.Level() == "INFO"
+		}
+		if !info {
+			return ""
+		}
+		return kind
+	}
 
 	r := syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state)
-	if r.code != 0 || !textLine.MatchString(r.stderr) || jsonLine.MatchString(r.stderr) {
+	if r.code != 0 || format(r.stderr) != "text" {
 		t.Fatalf("SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
 	}
 	r = syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
-	if r.code != 0 || !jsonLine.MatchString(r.stderr) || textLine.MatchString(r.stderr) {
+	if r.code != 0 || format(r.stderr) != "json" {
 		t.Fatalf("--log-format json over SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
 	}
 	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
-	if r.code != 0 || strings.Contains(r.stderr, `"level":"INFO"`) {
+	if r.code != 0 || countLevel(r.stderr, "INFO") != 0 {
 		t.Fatalf("SYNCD_LOG_LEVEL=warn still logs INFO: exit %d\n%s", r.code, r.stderr)
 	}
 	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json", "--log-level", "info")
-	if r.code != 0 || !strings.Contains(r.stderr, `"level":"INFO"`) {
+	if r.code != 0 || countLevel(r.stderr, "INFO") == 0 {
 		t.Fatalf("--log-level info over SYNCD_LOG_LEVEL=warn: exit %d\n%s", r.code, r.stderr)
 	}
 	for _, c := range []struct {
@@ -133,6 +155,17 @@ func TestLogFormatAndLevel(t *testing.T) {
 			t.Fatalf("%v %v: a bad log setting created the state file", c.env, c.args)
 		}
 	}
+}
+
+// countLevel counts the log records of stderr at level.
+func countLevel(stderr, level string) int {
+	n := 0
+	for _, e := range testutil.ParseLines(stderr) {
+		if e.Level() == level {
+			n++
+		}
+	}
+	return n
 }
 
 // status needs no DSN variable; status, validate and reconcile never create

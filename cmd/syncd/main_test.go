@@ -1,26 +1,30 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testbin"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
-var binary string
+// binary is the syncd built once for the package; bin runs it with the
+// test process's environment.
+var (
+	binary string
+	bin    testutil.Binary
+)
 
 func TestMain(m *testing.M) {
 	var cleanup func()
 	binary, cleanup = testbin.Build()
+	bin = testutil.Binary{Path: binary}
 	pgtest.Main(m, cleanup)
 }
 
@@ -29,30 +33,17 @@ type result struct {
 	stdout, stderr string
 }
 
+// syncd runs the binary to its end with env added to the test process's
+// environment.
 func syncd(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return result{code, out.String(), errb.String()}
+	r := bin.Run(t, env, args...)
+	return result{r.Code, r.Stdout, r.Stderr}
 }
 
 func writeConfig(t *testing.T, dir, name, body string) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testutil.WriteFile(t, dir, name, body)
 }
 
 func orders(t *testing.T, src, dst *pgtest.DB, extra string) string {

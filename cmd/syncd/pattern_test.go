@@ -3,15 +3,13 @@ package main_test
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // shopSchema makes a source of several tables: two that sync (orders,
@@ -49,21 +47,12 @@ sink:
   table: public.*_copy
 `
 
-func tableText(t *testing.T, db *pgtest.DB, table, key string) string {
-	t.Helper()
-	var s string
-	q := fmt.Sprintf("SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY %s), '') FROM %s t", key, table)
-	if err := db.Pool.QueryRow(t.Context(), q).Scan(&s); err != nil {
-		t.Fatalf("%s: %v", q, err)
-	}
-	return s
-}
-
+// sameTable fails unless table_copy in dst equals table in src row by row
+// (by key), and the source is not empty.
 func sameTable(t *testing.T, src, dst *pgtest.DB, table, key string) {
 	t.Helper()
-	want := tableText(t, src, table, key)
-	if got := tableText(t, dst, table+"_copy", key); got != want || want == "" {
-		t.Fatalf("%s_copy differs from %s (or both are empty):\ncopy:\n%.300s\nsource:\n%.300s", table, table, got, want)
+	if n := (testutil.Compare{Key: []string{key}}).RequireEqual(t, src.Pool, table, dst.Pool, table+"_copy"); n == 0 {
+		t.Fatalf("%s is empty: nothing was compared", table)
 	}
 }
 
@@ -165,21 +154,8 @@ func TestPatternDaemonPicksUpNewTable(t *testing.T) {
 	src, dst := shopSchema(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "shop.yaml", fmt.Sprintf(shopConfig, "id"))
-	cmd := exec.Command(binary, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
-	cmd.Env = append(os.Environ(), "SYNCD_TEST_SRC="+src.URL, "SYNCD_TEST_DST="+dst.URL)
-	logs := &syncWriter{b: &strings.Builder{}}
-	cmd.Stderr = logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
-			<-done
-		}
-	})
+	d := bin.Start(t, []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL},
+		"run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
 	waitFor(t, 30*time.Second, "the first copies", func() bool {
 		return tableExists(t, dst, "orders_copy") && count(t, dst, "SELECT count(*) FROM orders_copy") == 300
 	})
@@ -190,17 +166,11 @@ func TestPatternDaemonPicksUpNewTable(t *testing.T) {
 	})
 	sameTable(t, src, dst, "invoices", "id")
 	sameTable(t, src, dst, "orders", "id")
-	cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("daemon exit: %v\n%s", err, logs.String())
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the daemon did not stop within 20s of SIGTERM")
+	if r := d.Stop(t, 20*time.Second); r.Code != 0 {
+		t.Fatalf("daemon exit after SIGTERM: %s", r)
 	}
-	if n := strings.Count(logs.String(), `"table_source":"shop.events"`); n != 1 {
-		t.Fatalf("the skipped table was logged %d times, want once (not at every tick):\n%s", n, logs.String())
+	if n := d.Stderr.Count("", "table_source", "shop.events"); n != 1 {
+		t.Fatalf("the skipped table was logged %d times, want once (not at every tick):\n%s", n, d.Stderr)
 	}
 }
 
@@ -230,31 +200,8 @@ func TestMultiDocumentConfig(t *testing.T) {
 	}
 }
 
-// syncWriter collects a subprocess's output for reading while it runs.
-type syncWriter struct {
-	mu sync.Mutex
-	b  *strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
+// waitFor polls ok until it holds (testutil.Eventually).
 func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s", what, within)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testutil.Eventually(t, within, what, ok)
 }

@@ -1,19 +1,16 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // pagilaTypes are Pagila-like types: an enum, a domain over numeric with a
@@ -202,24 +199,6 @@ WHERE n.nspname IN ('public', 'cat') AND t.typtype IN ('e', 'd', 'c', 'r') AND t
 	}
 }
 
-// syncdBuffer collects the daemon's output while the test reads it.
-type syncdBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncdBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncdBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // Labels added to a source enum while the daemon runs, each used by rows
 // committed right after it, reach the copy's enum before those rows: no
 // run fails ("invalid input value for enum"), and the copy becomes equal
@@ -231,34 +210,13 @@ CREATE TABLE film (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL DEFAUL
 INSERT INTO film (id, rating, ratings) SELECT g, 'PG', ARRAY['G','PG']::mpaa_rating[] FROM generate_series(1, 100) g`)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "film.yaml", "schedule: \"@every 1s\"\n"+tableConfig(src, dst, "film", "id"))
-	out := &syncdBuffer{}
-	cmd := exec.Command(binary, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
-	cmd.Stdout, cmd.Stderr = out, out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-	})
+	d := bin.Start(t, nil, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
 	equal := func(n int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'film'") == 0 && time.Now().Before(deadline) {
-			time.Sleep(100 * time.Millisecond)
-		}
-		for {
-			s, d := rowHashes(t, src, "film", "id"), rowHashes(t, dst, "film", "id")
-			if s == d && strings.HasPrefix(s, fmt.Sprint(n, ":")) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("copy not equal to the source (%d rows) after 30 s:\nsource %.200s\ncopy   %.200s\n%s", n, s, d, out)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		d.Eventually(t, 30*time.Second, fmt.Sprintf("the copy equal to the source (%d rows)", n), func() bool {
+			diff := testutil.DiffTables(t, src.Pool, "film", dst.Pool, "film")
+			return diff.Equal() && diff.SourceRows == n
+		})
 	}
 	equal(100)
 	prev := "PG"
@@ -270,12 +228,10 @@ INSERT INTO film (id, rating, ratings) SELECT g, 'PG', ARRAY['G','PG']::mpaa_rat
 		equal(100*i + 100)
 		prev = label
 	}
-	if strings.Contains(out.String(), "invalid input value") || strings.Contains(out.String(), `"level":"ERROR"`) {
-		t.Fatalf("a run failed:\n%s", out)
+	if d.Output.Contains("invalid input value") || d.Output.Count("", "level", "ERROR") > 0 {
+		t.Fatalf("a run failed:\n%s", d.Output)
 	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if err := <-done; err != nil {
-		t.Fatalf("daemon exit after SIGTERM: %v\n%s", err, out)
+	if r := d.Stop(t, 30*time.Second); r.Code != 0 {
+		t.Fatalf("daemon exit after SIGTERM: %s", r)
 	}
-	done <- nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -79,12 +80,20 @@ func TestClassifyRealErrors(t *testing.T) {
 	// The server ends the session mid-query.
 	victim := conn()
 	pid := victim.PgConn().PID()
+	sleeping := make(chan error, 1)
 	go func() {
-		time.Sleep(100 * time.Millisecond)
-		_, _ = db.Pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid)
+		_, err := victim.Exec(ctx, `SELECT pg_sleep(60)`)
+		sleeping <- err
 	}()
-	_, err = victim.Exec(ctx, `SELECT pg_sleep(5)`)
-	check("terminated mid-query", err, retry.KindAdminShutdown, true)
+	testutil.Eventually(t, 30*time.Second, "the victim's query to run", func() bool {
+		var running bool
+		if err := db.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1 AND state = 'active' AND query LIKE '%pg_sleep%')`, pid).Scan(&running); err != nil {
+			t.Fatal(err)
+		}
+		return running
+	})
+	db.Exec(t, `SELECT pg_terminate_backend($1)`, pid)
+	check("terminated mid-query", <-sleeping, retry.KindAdminShutdown, true)
 	_, err = victim.Exec(ctx, `SELECT 1`)
 	check("query on the lost connection", err, retry.KindConnection, true)
 

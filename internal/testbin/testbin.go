@@ -14,10 +14,20 @@ import (
 // folder and returns the binary's path and a function that removes it. On
 // failure it prints the compiler's output and exits the test process.
 func Build(tags ...string) (path string, cleanup func()) {
+	path, cleanup, err := BuildE(tags...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return path, cleanup
+}
+
+// BuildE is Build returning an error (with the compiler's output) instead
+// of exiting, for a binary built lazily by the first test that needs it.
+func BuildE(tags ...string) (path string, cleanup func(), err error) {
 	dir, err := os.MkdirTemp("", "syncd-bin-")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "make a folder for the syncd binary:", err)
-		os.Exit(1)
+		return "", nil, fmt.Errorf("make a folder for the syncd binary: %w", err)
 	}
 	path = filepath.Join(dir, "syncd")
 	args := []string{"build", "-o", path}
@@ -26,9 +36,8 @@ func Build(tags ...string) (path string, cleanup func()) {
 	}
 	cmd := exec.Command("go", append(args, "github.com/syncd/syncd/cmd/syncd")...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build syncd for the tests: %v\n%s", err, out)
 		os.RemoveAll(dir)
-		os.Exit(1)
+		return "", nil, fmt.Errorf("build syncd for the tests: %w\n%s", err, out)
 	}
-	return path, func() { os.RemoveAll(dir) }
+	return path, func() { os.RemoveAll(dir) }, nil
 }

@@ -62,7 +62,7 @@ FROM (SELECT max(member_id) AS top FROM members) m, generate_series(1, 3) g;`)
 		if err == nil {
 			*changes += 15
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // pacing: a live shop's rate, not a wait for anything
 	}
 }
 

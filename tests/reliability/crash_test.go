@@ -1,12 +1,9 @@
 package reliability
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +12,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // crashSource creates public.src with n rows in ties of 250 rows a minute apart (so a 5 s lookback re-reads one tie)
@@ -67,6 +65,7 @@ SELECT g, now(), E'burst\t' || g, g, jsonb_build_object('burst', g), '\x00ff'::b
 			next += int64(burst)
 			stats.add(burst, 0)
 		}
+		// Pacing: a live writer's rate, not a wait for anything.
 		time.Sleep(time.Duration(20+rand.IntN(20)) * time.Millisecond)
 	}
 }
@@ -83,14 +82,12 @@ func (s *writerStats) add(ins, upd int) {
 	s.mu.Unlock()
 }
 
-// logPage is one "page applied" (table) or "page granted" (coupon) line
+// logPage is one "page applied" (table) or "page granted" (coupon) record
 // of a run's debug log.
 type logPage struct {
-	Time   time.Time `json:"time"`
-	Msg    string    `json:"msg"`
-	Page   int64     `json:"page"`
-	Rows   int       `json:"rows"`
-	Cursor []string  `json:"cursor"`
+	Page   int64    `json:"page"`
+	Rows   int      `json:"rows"`
+	Cursor []string `json:"cursor"`
 }
 
 // checkRunLog checks one run's log: pages numbered 1, 2, 3... with no gap,
@@ -98,16 +95,20 @@ type logPage struct {
 func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int64, first time.Time) {
 	t.Helper()
 	for _, l := range lines(stderr) {
-		var e logPage
-		if err := json.Unmarshal([]byte(l), &e); err != nil {
+		rec, err := testutil.ParseLine(l)
+		if err != nil || !strings.HasPrefix(l, "{") {
 			// A SIGKILL can cut the last line short; nothing else may be unparsable.
 			if !strings.HasSuffix(stderr, l) {
-				t.Fatalf("run %d: log line is not JSON: %q", run, l)
+				t.Fatalf("run %d: log line is not a JSON record: %q", run, l)
 			}
 			continue
 		}
-		if e.Msg != "page applied" && e.Msg != "page granted" {
+		if rec.Msg() != "page applied" && rec.Msg() != "page granted" {
 			continue
+		}
+		var e logPage
+		if err := rec.Decode(&e); err != nil {
+			t.Fatalf("run %d: %v: %s", run, err, l)
 		}
 		if e.Page != pages+1 {
 			t.Fatalf("run %d: page %d logged after page %d: a page was skipped", run, e.Page, pages)
@@ -116,7 +117,7 @@ func checkRunLog(t *testing.T, run int, stderr string) (last []string, pages int
 			t.Fatalf("run %d: page %d ends at %v, not after the previous page's %v", run, e.Page, e.Cursor, last)
 		}
 		if pages == 0 {
-			first = e.Time
+			first = rec.Time()
 		}
 		last, pages = e.Cursor, e.Page
 	}
@@ -225,43 +226,38 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 		if ks.attempts > kills*4 {
 			t.Fatalf("only %d of %d attempts killed a running syncd", ks.live, ks.attempts)
 		}
-		cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
+		startedAt := time.Now()
 		// These kills test the page loop and its log; the first load of an
 		// empty copy has its own kill test (TestFirstLoadSurvivesKills in
 		// cmd/syncd).
-		cmd.Env = append(baseEnv(), "SYNCD_FIRST_LOAD_WORKERS=0")
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		startedAt := time.Now()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
+		p := bin.Start(t, []string{"SYNCD_FIRST_LOAD_WORKERS=0"}, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
 		// Most kills land in the page loop, some during start-up (whose
 		// length is measured from the logs), and the kills do not give the
-		// runs enough time to finish the first sync.
+		// runs enough time to finish the first sync. The random delay is
+		// the thing under test: where the kill lands.
 		delay := ks.startup*7/10 + time.Duration(rand.Int64N(int64(ks.startup*6/10+cur)))
 		killed := false
+		timer := time.NewTimer(delay)
+		var r result
 		select {
-		case err := <-done:
-			if err != nil {
-				t.Fatalf("run %d failed by itself: %v\n%s", ks.attempts, err, stderr.String())
+		case <-p.Done():
+			timer.Stop()
+			if r = p.Wait(t, time.Minute); r.Code != 0 {
+				t.Fatalf("run %d failed by itself: %s", ks.attempts, r)
 			}
 			ks.finished++
-		case <-time.After(delay):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			err := <-done
-			if ee, ok := err.(*exec.ExitError); ok && ee.Sys().(syscall.WaitStatus).Signaled() {
+		case <-timer.C:
+			switch r = p.Kill(t); {
+			case r.Signal == syscall.SIGKILL:
 				ks.live++
 				killed = true
-			} else if err != nil {
-				t.Fatalf("run %d: %v\n%s", ks.attempts, err, stderr.String())
-			} else {
+			case r.Code != 0:
+				t.Fatalf("run %d: %s", ks.attempts, r)
+			default:
 				ks.finished++
 			}
 		}
-		lastLogged, pages, firstPage := checkRunLog(t, ks.attempts, stderr.String())
+		lastLogged, pages, firstPage := checkRunLog(t, ks.attempts, r.Stderr)
 		if !firstPage.IsZero() {
 			ks.startup = (ks.startup*4 + firstPage.Sub(startedAt)) / 5
 		}

@@ -1,13 +1,8 @@
 package reliability
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
-	"io"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // durableSink starts a throwaway cluster that runs as a production server
@@ -90,23 +86,16 @@ type logLine struct {
 func runUntil(t *testing.T, cl *pgtest.Cluster, cfg, state string, crash func(logLine) bool) (r result, at logLine, pages int64) {
 	t.Helper()
 	ctx := context.Background()
-	cmd := exec.Command(binary, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
-	cmd.Env = baseEnv()
-	var out, errb bytes.Buffer
-	cmd.Stdout = &out
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	p := bin.Start(t, nil, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
 	crashed := false
-	sc := bufio.NewScanner(io.TeeReader(pipe, &errb))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
+	// Each record in turn, as soon as it is written, until the run ends.
+	for i := 0; ; i++ {
+		rec, ok := p.Stderr.Nth(2*time.Minute, i)
+		if !ok {
+			break
+		}
 		var e logLine
-		if json.Unmarshal(sc.Bytes(), &e) != nil {
+		if rec.Decode(&e) != nil {
 			continue
 		}
 		if e.Msg == "page applied" || e.Msg == "page granted" {
@@ -115,27 +104,16 @@ func runUntil(t *testing.T, cl *pgtest.Cluster, cfg, state string, crash func(lo
 		if !crashed && crash(e) {
 			// Hold syncd still while its sink crashes, so the crash meets
 			// the watermark of this very page, not one a few pages on.
-			if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
+			p.Signal(t, syscall.SIGSTOP)
 			err := cl.Stop(ctx, "immediate")
-			if cerr := cmd.Process.Signal(syscall.SIGCONT); cerr != nil {
-				t.Fatal(cerr)
-			}
+			p.Signal(t, syscall.SIGCONT)
 			if err != nil {
 				t.Fatal(err)
 			}
 			crashed, at = true, e
 		}
 	}
-	_, _ = io.Copy(io.Discard, pipe)
-	err = cmd.Wait()
-	r = result{Stdout: out.String(), Stderr: errb.String()}
-	if ee, ok := err.(*exec.ExitError); ok {
-		r.Code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	r = p.Wait(t, 2*time.Minute)
 	if !crashed {
 		t.Fatalf("the run ended before the moment of the crash; the crash was not exercised: %s", r)
 	}
@@ -415,9 +393,8 @@ func TestFsyncOffWarning(t *testing.T) {
 			t.Fatalf("%s: run: %s", c.name, r)
 		}
 		n := 0
-		for _, l := range lines(r.Stderr) {
-			var e struct{ Level, Msg, Source string }
-			if json.Unmarshal([]byte(l), &e) == nil && e.Msg == want && e.Level == "WARN" && e.Source == c.name {
+		for _, e := range testutil.ParseLines(r.Stderr) {
+			if e.Match(want, "level", "WARN", "source", c.name) {
 				n++
 			}
 		}

@@ -1,11 +1,9 @@
 package reliability
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // faultTable creates public.src with n rows in pool's database.
@@ -57,68 +56,18 @@ func srcToCopy(t *testing.T, db *pgtest.DB, name string, pageSize int, extra str
 	return cfg, filepath.Join(dir, "state.db")
 }
 
-// rowHashes maps each row's id to the md5 of its text, for comparing
-// tables on different servers.
-func rowHashes(t *testing.T, pool *pgxpool.Pool, table string) map[int64]string {
-	t.Helper()
-	rows, err := pool.Query(context.Background(), "SELECT id, md5(x::text) FROM "+table+" x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[int64]string{}
-	var id int64
-	var h string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &h}, func() error {
-		if _, dup := out[id]; dup {
-			return fmt.Errorf("id %d twice in %s", id, table)
-		}
-		out[id] = h
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
-// sameRows fails unless two tables hold the same rows value by value.
+// sameRows fails unless two tables hold the same rows value by value, and
+// returns how many.
 func sameRows(t *testing.T, src *pgxpool.Pool, srcTable string, dst *pgxpool.Pool, dstTable string) int {
 	t.Helper()
-	a, b := rowHashes(t, src, srcTable), rowHashes(t, dst, dstTable)
-	lost, differ := 0, 0
-	for id, h := range a {
-		switch g, ok := b[id]; {
-		case !ok:
-			lost++
-		case g != h:
-			differ++
-		}
-	}
-	if lost != 0 || differ != 0 || len(a) != len(b) {
-		t.Fatalf("copy differs: %d rows lost, %d different, %d in source, %d in copy", lost, differ, len(a), len(b))
-	}
-	return len(a)
+	return testutil.RequireEqual(t, src, srcTable, dst, dstTable)
 }
 
-// startRun starts `run --once` and returns a function that waits for it.
-func startRun(t *testing.T, cfg, state string) func() result {
+// startRun starts `run --once` with a debug log (a "page applied" record
+// per page) and returns the running process.
+func startRun(t *testing.T, cfg, state string) *testutil.Process {
 	t.Helper()
-	cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state)
-	cmd.Env = baseEnv()
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return func() result {
-		err := cmd.Wait()
-		r := result{Stdout: out.String(), Stderr: errb.String()}
-		if ee, ok := err.(*exec.ExitError); ok {
-			r.Code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
+	return bin.Start(t, nil, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
 }
 
 // faultOutcome checks a run hit by a fault: it either completed (a build
@@ -159,17 +108,18 @@ func TestTerminatedConnections(t *testing.T) {
 	hits := 0
 	for i := range 5 {
 		db.Exec(t, `UPDATE src SET updated_at = now(), val = val || '!' WHERE id % 5 = $1`, i)
-		wait := startRun(t, cfg, state)
-		// Let syncd page for a while, then end its sessions.
-		time.Sleep(time.Duration(80+30*i) * time.Millisecond)
+		p := startRun(t, cfg, state)
+		// Let syncd page for a while (a few pages more each round), then
+		// end its sessions.
+		p.Output.AwaitCount(time.Minute, 2+3*i, "page applied")
 		deadline := time.Now().Add(10 * time.Second)
 		var n int
-		for n == 0 && time.Now().Before(deadline) {
+		for n == 0 && !p.Exited() && time.Now().Before(deadline) {
 			if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = 'syncd' AND pid <> pg_backend_pid()) x`, db.Name).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 		}
-		r := wait()
+		r := p.Wait(t, 2*time.Minute)
 		if n > 0 && faultOutcome(t, r, "terminat", "connection", "closed", "EOF", "unexpected") == "exit 1" {
 			hits++
 		}
@@ -239,12 +189,13 @@ func TestServerRestart(t *testing.T) {
 			cfg := writeFile(t, dir, side+".yaml", tableConfig{Name: side, SourceDSN: srcURL, Table: "public." + table,
 				Cursor: "[updated_at, id]", SinkDSN: dstURL, SinkTable: "public." + copyT, PageSize: 50}.YAML())
 			state := filepath.Join(dir, "state.db")
-			wait := startRun(t, cfg, state)
-			time.Sleep(400 * time.Millisecond)
+			p := startRun(t, cfg, state)
+			// Stop the server in the middle of the run: after a few pages.
+			p.WaitLogCount(t, time.Minute, 5, "page applied")
 			if err := cl.Stop(ctx, "immediate"); err != nil {
 				t.Fatal(err)
 			}
-			r := wait()
+			r := p.Wait(t, 2*time.Minute)
 			if err := cl.Start(ctx); err != nil {
 				t.Fatal(err)
 			}

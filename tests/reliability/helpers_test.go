@@ -1,56 +1,31 @@
 package reliability
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
 // result is what one syncd process did.
-type result struct {
-	Code   int
-	Stdout string
-	Stderr string
-}
-
-func (r result) String() string {
-	return "exit " + strconv.Itoa(r.Code) + "\nstdout:\n" + r.Stdout + "\nstderr:\n" + r.Stderr
-}
+type result = testutil.Result
 
 // syncd runs the binary to completion with args and env (KEY=VALUE) added
 // to a clean environment.
 func syncd(t *testing.T, env []string, args ...string) result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, binary, args...)
-	cmd.Env = append(baseEnv(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	r := result{Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		r.Code = ee.ExitCode()
-	case err != nil:
-		t.Fatalf("run syncd %v: %v", args, err)
-	}
-	return r
+	return bin.Run(t, env, args...)
 }
 
 // baseEnv is the environment every syncd process gets: PATH and HOME only,
@@ -62,11 +37,7 @@ func baseEnv() []string {
 // writeFile writes content to dir/name and returns the path.
 func writeFile(t *testing.T, dir, name, content string) string {
 	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return testutil.WriteFile(t, dir, name, content)
 }
 
 // tableConfig is a postgres-sink source file for the common tests.
@@ -166,15 +137,15 @@ func compareCursor(t *testing.T, a, b []string) int {
 }
 
 // diff counts rows of a missing from b and rows of b missing from a,
-// comparing every column by value (both tables in db).
+// comparing every column by value (both tables in db, keyed by id): a
+// changed row counts on both sides.
 func diff(t *testing.T, db *pgtest.DB, a, b string) (missing, extra int64) {
 	t.Helper()
-	ctx := context.Background()
-	q := "SELECT (SELECT count(*) FROM (TABLE " + a + " EXCEPT ALL TABLE " + b + ") x), (SELECT count(*) FROM (TABLE " + b + " EXCEPT ALL TABLE " + a + ") y)"
-	if err := db.Pool.QueryRow(ctx, q).Scan(&missing, &extra); err != nil {
-		t.Fatalf("compare %s with %s: %v", a, b, err)
+	d := testutil.DiffTables(t, db.Pool, a, db.Pool, b)
+	if !d.Equal() {
+		t.Logf("%s against %s: %s", b, a, d)
 	}
-	return missing, extra
+	return int64(d.Missing + d.Changed + d.Duplicates), int64(d.Extra + d.Changed)
 }
 
 // count returns the row count of a table, or -1 when it does not exist.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -110,22 +111,15 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 	cols := []string{"id", "updated_at", "name", "qty", "price"}
 	waitEqual := func(name string, cols []string) {
 		t.Helper()
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			d.alive(t)
+		d.p.Eventually(t, 60*time.Second, fmt.Sprintf("%s: the copy equal to the source on %v", name, cols), func() bool {
 			var exists bool
 			_ = db.Pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name+"_copy").Scan(&exists)
-			if exists && slices.Equal(schemaRows(t, db.Pool, name+"_copy", cols), []string(nil)) {
-				exists = false
+			if !exists {
+				return false
 			}
-			if exists && slices.Equal(schemaRows(t, db.Pool, name+"_src", cols), schemaRows(t, db.Pool, name+"_copy", cols)) {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: the copy does not equal the source on %v within 60 s\n%s", name, cols, d.out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			dst := schemaRows(t, db.Pool, name+"_copy", cols)
+			return dst != nil && slices.Equal(schemaRows(t, db.Pool, name+"_src", cols), dst)
+		})
 	}
 	for _, name := range names {
 		waitEqual(name, cols)
@@ -188,7 +182,7 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 		if s.LastBackfill == nil || s.LastBackfill.Rows < n || s.LastBackfill.Rows > n+50 || s.Backfill != nil {
 			t.Errorf("%s: backfill %+v (unfinished %+v), want one finished over %d to %d rows", name, s.LastBackfill, s.Backfill, n, n+50)
 		}
-		if got := strings.Count(grepLines(d.out.String(), `"source":"`+name+`"`), `"msg":"backfill done"`); got != 1 {
+		if got := d.out.Count("backfill done", "source", name); got != 1 {
 			t.Errorf("%s: %d backfills done, want 1", name, got)
 		}
 		if s.RowsRead-before[name].RowsRead >= n {
@@ -209,7 +203,7 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 	if s := sourceStatus("drop"); !slices.Equal(s.DroppedColumns, []string{"qty"}) {
 		t.Errorf("status of drop: dropped columns %v, want [qty]", s.DroppedColumns)
 	}
-	if got := strings.Count(grepLines(d.out.String(), `"source":"drop"`), `"change":"column_dropped"`); got != 1 {
+	if got := d.out.Count("", "source", "drop", "change", "column_dropped"); got != 1 {
 		t.Errorf("the drop was logged %d times, want once", got)
 	}
 	// Widened in the copy.
@@ -224,24 +218,19 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 		"fail":   {`column "extra" (integer) was added`, "schema_changes is fail", "set schema_changes: evolve"},
 	}
 	for name, parts := range want {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		testutil.EventuallyState(t, 60*time.Second, name+": a failed run naming "+fmt.Sprint(parts), func() (bool, string) {
 			s := sourceStatus(name)
-			if s.LastStatus == "failed" && !strings.Contains(s.LastError, "\n") && func() bool {
-				for _, p := range parts {
-					if !strings.Contains(s.LastError, p) {
-						return false
-					}
+			state := fmt.Sprintf("status %q %q", s.LastStatus, s.LastError)
+			if s.LastStatus != "failed" || strings.Contains(s.LastError, "\n") {
+				return false, state
+			}
+			for _, p := range parts {
+				if !strings.Contains(s.LastError, p) {
+					return false, state
 				}
-				return true
-			}() {
-				break
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: status %q %q, want an error with %q", name, s.LastStatus, s.LastError, parts)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+			return true, state
+		})
 	}
 	if got := copyColumns(t, db.Pool, "fail_copy"); len(got) != len(cols) {
 		t.Errorf("schema_changes: fail altered the copy: %v", got)
