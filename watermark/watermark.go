@@ -9,12 +9,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"syscall"
 	"time"
 
+	"github.com/syncd/syncd/internal/sourceerr"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 )
@@ -204,12 +205,25 @@ func Open(path string, timeout time.Duration) (*Store, error) {
 }
 
 // open opens the bolt file with opts and checks its format version.
-func open(path string, opts *bolt.Options) (*Store, error) {
+func open(path string, opts *bolt.Options) (store *Store, err error) {
+	// bbolt maps the file into memory: in a truncated file a page past its
+	// end (the freelist, read by bolt.Open) raises SIGBUS when read, which
+	// kills the process unless this goroutine asks for a panic instead.
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	var db *bolt.DB
+	defer func() {
+		if r := recover(); r != nil {
+			if db != nil {
+				db.Close()
+			}
+			store, err = nil, fmt.Errorf("open state file %s: %v: %w; it was left untouched: move it aside and %s", path, r, ErrCorrupt, sourceerr.ResyncAllAdvice)
+		}
+	}()
 	var size int64
 	if st, err := os.Stat(path); err == nil {
 		size = st.Size()
 	}
-	db, err := openBolt(path, opts)
+	db, err = openBolt(path, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package watermark
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,5 +169,54 @@ func TestReplaceOverwritesUndecodableRecord(t *testing.T) {
 	got, ok, err := s.Get("orders")
 	if err != nil || !ok || got.From != "2026-01-01T00:00:00Z" {
 		t.Fatalf("after Replace: %+v ok=%v err=%v", got, ok, err)
+	}
+}
+
+// A file cut at any page boundary is refused with ErrCorrupt, or (cut in
+// its unused tail) still reads every record whole; never a crash: where the freelist page lies past the cut, bolt.Open itself reads
+// past the end of the mapping (SIGBUS), which Open turns into an error.
+func TestTruncatedAtEveryPageIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "s.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Many rewrites of the same records leave the freelist and the live
+	// pages high in the file, as a long-running daemon's file does.
+	for round := range 40 {
+		for i := range 10 {
+			if err := s.Put(fmt.Sprintf("source%d", i), State{Cursor: []string{strings.Repeat("x", 300*(round%3+1)), fmt.Sprint(round)}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	s.Close()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	for cut := 2 * page; cut < len(b); cut += page {
+		p := filepath.Join(dir, fmt.Sprintf("cut%d.db", cut))
+		if err := os.WriteFile(p, b[:cut], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		st, err := Open(p, time.Second)
+		if err == nil {
+			// Cut in the file's unused tail: every record must still be
+			// whole.
+			for i := range 10 {
+				got, ok, err := st.Get(fmt.Sprintf("source%d", i))
+				if err != nil || !ok || len(got.Cursor) != 2 || got.Cursor[1] != "39" {
+					t.Fatalf("state file cut to %d of %d bytes opened, but source%d reads %+v, %v, %v", cut, len(b), i, got.Cursor, ok, err)
+				}
+			}
+			st.Close()
+			continue
+		}
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "resync") {
+			t.Fatalf("cut to %d of %d bytes: %v; want ErrCorrupt naming resync", cut, len(b), err)
+		}
 	}
 }
