@@ -11,6 +11,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -85,6 +87,63 @@ type Source struct {
 	Settle Duration `yaml:"settle"`
 	// Bound selects which open transactions hold the read bound back.
 	Bound string `yaml:"bound"`
+	// FirstLoad tunes the parallel first load of an empty copy.
+	FirstLoad FirstLoad `yaml:"first_load"`
+}
+
+// FirstLoad tunes the first load of an empty copy: several workers read one
+// exported snapshot of the source table in chunks of its heap, each chunk
+// streamed with COPY into the copy in one transaction (docs/RELIABILITY.md,
+// "First load of an empty copy").
+type FirstLoad struct {
+	// Workers is how many chunks are copied at once; 0 turns the first
+	// load off, so pages copy the table. Unset: the CPUs, at most 4.
+	Workers *int `yaml:"workers"`
+	// ChunkSize is the heap size of one chunk (DefaultFirstLoadChunk when
+	// unset): the unit of commit, and what a crash redoes.
+	ChunkSize Size `yaml:"chunk_size"`
+	// MinTableSize is the smallest source table (heap size) that gets a
+	// first load (DefaultFirstLoadMinTable when unset); smaller ones are
+	// copied by pages.
+	MinTableSize Size `yaml:"min_table_size"`
+}
+
+// Size is a number of bytes written as 16MB, 512kB, 1GB or 8192 (bytes),
+// with PostgreSQL's units (1kB = 1024 bytes).
+type Size struct{ Bytes int64 }
+
+// String writes s in the largest unit that divides it.
+func (s Size) String() string {
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}} {
+		if s.Bytes >= u.n && s.Bytes%u.n == 0 {
+			return fmt.Sprintf("%d%s", s.Bytes/u.n, u.name)
+		}
+	}
+	return fmt.Sprintf("%dB", s.Bytes)
+}
+
+// ParseSize reads a Size: a whole number with an optional unit B, kB, MB
+// or GB.
+func ParseSize(text string) (Size, error) {
+	t := strings.TrimSpace(text)
+	mult := int64(1)
+	for _, u := range []struct {
+		name string
+		n    int64
+	}{{"GB", 1 << 30}, {"MB", 1 << 20}, {"kB", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(t, u.name) {
+			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.name)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || n < 0 || n > (1<<50)/mult {
+		return Size{}, fmt.Errorf("want a size such as 16MB, 512kB or 1GB, got %q", text)
+	}
+	return Size{n * mult}, nil
 }
 
 // Sink is where rows (or grants) are written.

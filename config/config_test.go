@@ -37,6 +37,23 @@ func TestParseValid(t *testing.T) {
 	}
 }
 
+func TestFirstLoadKeys(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load: {workers: 0, chunk_size: 128kB, min_table_size: 1GB}", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := c.Source.FirstLoad; f.Workers == nil || *f.Workers != 0 || f.ChunkSize.Bytes != 128<<10 || f.MinTableSize.Bytes != 1<<30 {
+		t.Fatalf("first_load decoded as %+v", f)
+	}
+	c, err = Parse("c.yaml", []byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := c.Source.FirstLoad; f.Workers == nil || *f.Workers < 1 || *f.Workers > MaxFirstLoadWorkers || f.ChunkSize.Bytes != DefaultFirstLoadChunk || f.MinTableSize.Bytes != DefaultFirstLoadMinTable {
+		t.Fatalf("first_load defaults: %+v", f)
+	}
+}
+
 func TestDefaults(t *testing.T) {
 	c, err := Parse("d.yaml", []byte(`name: d
 source: {dsn: x, table: orders, cursor: [updated_at, order_id]}
@@ -81,6 +98,12 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 		{"schema_changes under source", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  schema_changes: fail", 1),
 			`c.yaml:11: source.schema_changes: unknown key`},
 		{"duplicate key", strings.Replace(valid, "name: customers\n", "name: customers\nname: again\n", 1), `c.yaml:2: name: key given twice`},
+		{"first_load workers negative", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load: {workers: -1}", 1),
+			`c.yaml:11: source.first_load.workers: -1 is out of range; use 0 (no first load) to 64`},
+		{"first_load chunk size not a size", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load:\n    chunk_size: big", 1),
+			`c.yaml:12: source.first_load.chunk_size: want a size such as 16MB, 512kB or 1GB, got "big"`},
+		{"first_load chunk below a page", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load:\n    chunk_size: 1kB", 1),
+			`c.yaml:12: source.first_load.chunk_size: 1kB is below one 8kB page; use for example 16MB`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -242,7 +242,10 @@ func (d *decoder) errAt(n *yaml.Node, key, format string, args ...any) error {
 	return &FieldError{File: d.file, Line: n.Line, Key: key, Msg: fmt.Sprintf(format, args...)}
 }
 
-var durationType = reflect.TypeOf(Duration{})
+var (
+	durationType = reflect.TypeOf(Duration{})
+	sizeType     = reflect.TypeOf(Size{})
+)
 
 // decode fills v from n strictly: unknown keys, wrong kinds and unset
 // variables are errors that carry the node's line and the dotted key.
@@ -267,6 +270,17 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) error {
 			return d.errAt(n, key, "want a duration such as 5s, 250ms or 1h, got %q", s)
 		}
 		v.Set(reflect.ValueOf(Duration{dur}))
+		return nil
+	case v.Type() == sizeType:
+		s, err := d.scalar(n, key)
+		if err != nil {
+			return err
+		}
+		size, err := ParseSize(s)
+		if err != nil {
+			return d.errAt(n, key, "%v", err)
+		}
+		v.Set(reflect.ValueOf(size))
 		return nil
 	case v.Kind() == reflect.Pointer:
 		nv := reflect.New(v.Type().Elem())

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -15,7 +16,14 @@ import (
 const (
 	DefaultPageSize = 1000
 	DefaultLookback = 5 * time.Second
-	DefaultSchedule = "@every 1m"
+	// DefaultFirstLoadChunk and DefaultFirstLoadMinTable are the defaults
+	// of source.first_load.chunk_size and min_table_size; a first load
+	// runs at most MaxFirstLoadWorkers workers unless first_load.workers
+	// says more.
+	DefaultFirstLoadChunk    = 16 << 20
+	DefaultFirstLoadMinTable = 16 << 20
+	MaxFirstLoadWorkers      = 4
+	DefaultSchedule          = "@every 1m"
 )
 
 // cronParser parses every schedule syncd accepts: five fields, descriptors
@@ -140,6 +148,28 @@ func (c *Config) checkSource() error {
 	case BoundAll, BoundWriters, BoundOff:
 	default:
 		return c.Errorf("source.bound", "%q: use %s, %s or %s", s.Bound, BoundAll, BoundWriters, BoundOff)
+	}
+	return c.checkFirstLoad()
+}
+
+// checkFirstLoad fills and checks source.first_load.
+func (c *Config) checkFirstLoad() error {
+	f := &c.Source.FirstLoad
+	if f.Workers == nil {
+		w := min(MaxFirstLoadWorkers, max(1, runtime.NumCPU()))
+		f.Workers = &w
+	}
+	if *f.Workers < 0 || *f.Workers > 64 {
+		return c.Errorf("source.first_load.workers", "%d is out of range; use 0 (no first load) to 64", *f.Workers)
+	}
+	if _, set := c.Lines["source.first_load.chunk_size"]; !set {
+		f.ChunkSize = Size{DefaultFirstLoadChunk}
+	}
+	if f.ChunkSize.Bytes < 8192 {
+		return c.Errorf("source.first_load.chunk_size", "%s is below one 8kB page; use for example 16MB", f.ChunkSize)
+	}
+	if _, set := c.Lines["source.first_load.min_table_size"]; !set {
+		f.MinTableSize = Size{DefaultFirstLoadMinTable}
 	}
 	return nil
 }

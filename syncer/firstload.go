@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -40,50 +39,38 @@ type FirstLoadOptions struct {
 	AfterChunk func(chunk int) error
 }
 
-// Defaults of FirstLoadOptions. The environment variables
-// SYNCD_FIRST_LOAD_WORKERS, SYNCD_FIRST_LOAD_CHUNK_BLOCKS and
-// SYNCD_FIRST_LOAD_MIN_BLOCKS override them when Options.FirstLoad is nil.
-const (
-	DefaultFirstLoadChunkBlocks = 2048 // 16 MB of heap
-	DefaultFirstLoadMinBlocks   = 2048
-	maxFirstLoadWorkers         = 4
-)
-
-// firstLoadOptions are o.FirstLoad, or the defaults and the environment.
+// firstLoadOptions are o.FirstLoad, or source.first_load of the config
+// (chunk and table sizes in 8 kB heap blocks).
 func firstLoadOptions(o Options) (FirstLoadOptions, error) {
 	if o.FirstLoad != nil {
 		f := *o.FirstLoad
 		if f.ChunkBlocks == 0 {
-			f.ChunkBlocks = DefaultFirstLoadChunkBlocks
+			f.ChunkBlocks = config.DefaultFirstLoadChunk / blockSize
 		}
 		return f, nil
 	}
+	c := o.Config
+	fl := c.Source.FirstLoad
 	f := FirstLoadOptions{
-		Workers:     min(maxFirstLoadWorkers, max(1, runtime.NumCPU())),
-		ChunkBlocks: DefaultFirstLoadChunkBlocks,
-		MinBlocks:   DefaultFirstLoadMinBlocks,
+		Workers:     min(config.MaxFirstLoadWorkers, max(1, runtime.NumCPU())),
+		ChunkBlocks: config.DefaultFirstLoadChunk / blockSize,
+		MinBlocks:   config.DefaultFirstLoadMinTable / blockSize,
 	}
-	for _, v := range []struct {
-		name string
-		set  func(n uint64)
-		max  uint64
-	}{
-		{"SYNCD_FIRST_LOAD_WORKERS", func(n uint64) { f.Workers = int(n) }, 64},
-		{"SYNCD_FIRST_LOAD_CHUNK_BLOCKS", func(n uint64) { f.ChunkBlocks = uint32(max(n, 1)) }, 1 << 30},
-		{"SYNCD_FIRST_LOAD_MIN_BLOCKS", func(n uint64) { f.MinBlocks = uint32(n) }, 1 << 30},
-	} {
-		s, ok := os.LookupEnv(v.name)
-		if !ok || s == "" {
-			continue
-		}
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil || n > v.max {
-			return f, fmt.Errorf("environment variable %s=%q is not a whole number from 0 to %d; fix or unset it", v.name, s, v.max)
-		}
-		v.set(n)
+	if fl.Workers != nil {
+		f.Workers = *fl.Workers
+	}
+	if _, set := c.Lines["source.first_load.chunk_size"]; set {
+		f.ChunkBlocks = uint32(max(fl.ChunkSize.Bytes/blockSize, 1))
+	}
+	if _, set := c.Lines["source.first_load.min_table_size"]; set {
+		f.MinBlocks = uint32(fl.MinTableSize.Bytes / blockSize)
 	}
 	return f, nil
 }
+
+// blockSize is PostgreSQL's heap page size on a default build, the unit of
+// source.first_load's sizes.
+const blockSize = 8192
 
 // firstLoad fills an empty copy that has no watermark yet (or resumes such
 // a fill that a crash interrupted) faster than pages can: it reads the

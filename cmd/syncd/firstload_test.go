@@ -24,9 +24,9 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 	src.Exec(t, `CREATE INDEX ON orders (updated_at, id)`)
 	src.Exec(t, `INSERT INTO orders SELECT g, now() - interval '1 day' + g * interval '1 ms', repeat('x', 300) FROM generate_series(1, 40000) g`)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  first_load: {workers: 2, chunk_size: 128kB, min_table_size: 0}\n"))
 	state := filepath.Join(dir, "state.db")
-	env := []string{"SYNCD_FIRST_LOAD_WORKERS=2", "SYNCD_FIRST_LOAD_CHUNK_BLOCKS=16", "SYNCD_FIRST_LOAD_MIN_BLOCKS=0"}
+	var env []string
 	ctx := context.Background()
 
 	blockOf := map[int64]uint32{} // the source is not written: ctids stay

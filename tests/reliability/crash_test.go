@@ -135,6 +135,10 @@ func TestKill9DuringSync(t *testing.T) {
 	cfg := writeFile(t, dir, "crash.yaml", tableConfig{
 		Name: "crash", SourceDSN: db.URL, Table: "public.src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.copy", PageSize: pageSize,
+		// These kills test the page loop and its log; the first load of
+		// an empty copy has its own kill test (TestFirstLoadSurvivesKills
+		// in cmd/syncd).
+		Extra: "  first_load: {workers: 0}\n",
 	}.YAML())
 	state := filepath.Join(dir, "state.db")
 	var started time.Time
@@ -227,10 +231,7 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 			t.Fatalf("only %d of %d attempts killed a running syncd", ks.live, ks.attempts)
 		}
 		startedAt := time.Now()
-		// These kills test the page loop and its log; the first load of an
-		// empty copy has its own kill test (TestFirstLoadSurvivesKills in
-		// cmd/syncd).
-		p := bin.Start(t, []string{"SYNCD_FIRST_LOAD_WORKERS=0"}, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
+		p := bin.Start(t, nil, "run", "--once", "--config", cfg, "--state", state, "--log-level", "debug")
 		// Most kills land in the page loop, some during start-up (whose
 		// length is measured from the logs), and the kills do not give the
 		// runs enough time to finish the first sync. The random delay is

@@ -22,6 +22,7 @@ import (
 type bench struct {
 	o            *options
 	env          []string // added to syncd's environment
+	pagesOnly    bool     // write first_load: {workers: 0} into the initial sync's config
 	admin        *pgx.Conn
 	srcDB, dstDB string
 	src, dst     *pgx.Conn

@@ -63,7 +63,11 @@ func (b *bench) syncdInitial(ctx context.Context, pageSize int) (syncdResult, er
 	if pageSize == 0 {
 		name = "initial-default"
 	}
-	cfg, err := b.itemsConfig(name, "items", "items", pageSize, "")
+	extra := ""
+	if b.pagesOnly {
+		extra = "  first_load: {workers: 0}\n"
+	}
+	cfg, err := b.itemsConfig(name, "items", "items", pageSize, extra)
 	if err != nil {
 		return syncdResult{}, err
 	}

@@ -39,8 +39,8 @@ func (b *bench) pageSizes(ctx context.Context, t *table) error {
 	var parts []string
 	// The sweep measures the page loop, so the first load (which reads no
 	// pages) is turned off for it.
-	b.env = []string{"SYNCD_FIRST_LOAD_WORKERS=0"}
-	defer func() { b.env = nil }()
+	b.pagesOnly = true
+	defer func() { b.pagesOnly = false }()
 	for _, size := range b.o.pageSizes {
 		var ds []time.Duration
 		var rss []int64
