@@ -152,6 +152,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 			fmt.Fprintf(env.Stdout, "%s: column %s dropped from the source; the copy keeps it; rows inserted since have NULL there, rows updated since keep their last value\n",
 				s.Name, strings.Join(s.DroppedColumns, ", "))
 		}
+		printReconcile(env, s)
 		if b := s.Backfill; b != nil {
 			fmt.Fprintf(env.Stdout, "%s: backfilling added column %s into the copy: %d rows so far; the next run resumes it\n", s.Name, strings.Join(b.Columns, ", "), b.Rows)
 		}
@@ -201,3 +202,41 @@ func cmpStr(s, def string) string {
 // ParsePGTime parses PostgreSQL's ISO text output of a timestamp (with or
 // without time zone; without one it is taken as UTC) or a date.
 func ParsePGTime(s string) (time.Time, bool) { return pgutil.ParseTime(s) }
+
+// printReconcile says what the last scheduled reconcile of s found and when
+// a reconcile last proved the copy equal, so that "diverged" and "not
+// proven for a day" show without the metrics.
+func printReconcile(env *Env, s ops.SourceStatus) {
+	r := s.LastReconcile
+	clean := cmpStr(s.LastCleanReconcile, "never")
+	if r == nil {
+		if s.LastCleanReconcile != "" {
+			fmt.Fprintf(env.Stdout, "%s: last clean reconcile %s\n", s.Name, s.LastCleanReconcile)
+		}
+		return
+	}
+	at := ops.TimeText(r.At)
+	var parts []string
+	for _, k := range []string{"missing", "extra", "changed", "duplicate", "null_key"} {
+		if n := r.Differences[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ReplaceAll(k, "_", " ")))
+		}
+	}
+	var nc int64
+	for _, n := range r.NotCovered {
+		nc += n
+	}
+	switch {
+	case len(parts) > 0:
+		what := "found"
+		if r.Repaired {
+			what = "repaired, but still found"
+		}
+		fmt.Fprintf(env.Stdout, "%s: the copy has diverged: the last reconcile (%s) %s %s; last clean reconcile %s; run `syncd reconcile --source %s --repair`\n",
+			s.Name, at, what, strings.Join(parts, ", "), clean, s.Name)
+	case nc > 0:
+		fmt.Fprintf(env.Stdout, "%s: the last reconcile (%s) found no difference but could not compare %d rows yet; last clean reconcile %s\n", s.Name, at, nc, clean)
+	default:
+		fmt.Fprintf(env.Stdout, "%s: last clean reconcile %s\n", s.Name, clean)
+	}
+}

@@ -43,6 +43,9 @@ type SourceStatus struct {
 	// LastCleanReconcile is when the last scheduled reconcile that proved
 	// the copy equal began ("" before the first).
 	LastCleanReconcile string `json:"last_clean_reconcile_at,omitempty"`
+	// LastReconcile is what the last scheduled reconcile found (nil: none
+	// recorded yet).
+	LastReconcile *watermark.ReconcileResult `json:"last_reconcile,omitempty"`
 	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
 	// of the newest row in the copy, which grows while the source is quiet
 	// (nil when the first cursor column is not a timestamp or nothing was
@@ -131,6 +134,7 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 			out.NewestRowAgeSeconds = &age
 		}
 	}
+	out.LastReconcile = s.LastReconcile
 	if !s.LastCleanReconcile.IsZero() {
 		out.LastCleanReconcile = TimeText(s.LastCleanReconcile)
 	}

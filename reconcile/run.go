@@ -160,16 +160,22 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	rep.DurationMS = time.Since(started).Milliseconds()
 	if rep.Clean() {
 		rep.CleanAt = started.UTC()
-		if rec, ok := states.(StateRecorder); ok {
-			err := rec.Update(cfg.Name, func(st *watermark.State) error {
-				if started.After(st.LastCleanReconcile) {
-					st.LastCleanReconcile = rep.CleanAt
-				}
-				return nil
-			})
-			if err != nil {
-				return nil, fmt.Errorf("reconcile of %s found the copy equal but could not record it: %w", cfg.Name, err)
+	}
+	if rec, ok := states.(StateRecorder); ok {
+		final := rep.Final()
+		res := &watermark.ReconcileResult{At: started.UTC(), Repaired: rep.Repaired,
+			Differences: nonZero(final.Differences()), NotCovered: nonZero(final.NotCovered)}
+		err := rec.Update(cfg.Name, func(st *watermark.State) error {
+			if st.LastReconcile == nil || started.After(st.LastReconcile.At) {
+				st.LastReconcile = res
 			}
+			if rep.Clean() && started.After(st.LastCleanReconcile) {
+				st.LastCleanReconcile = rep.CleanAt
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reconcile of %s done but its outcome could not be recorded in the state file: %w", cfg.Name, err)
 		}
 	}
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
@@ -322,4 +328,18 @@ func (c *comparer) estimate(ctx context.Context) (int64, error) {
 		est = max(est, int64(n))
 	}
 	return max(est, int64(c.leaf)*16), nil
+}
+
+// nonZero keeps the counts that are not zero (nil when none is).
+func nonZero(m map[string]int64) map[string]int64 {
+	var out map[string]int64
+	for k, v := range m {
+		if v != 0 {
+			if out == nil {
+				out = map[string]int64{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }

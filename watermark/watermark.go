@@ -20,6 +20,16 @@ import (
 	berrors "go.etcd.io/bbolt/errors"
 )
 
+// ReconcileResult is what one reconcile found: the differences by kind
+// (missing, extra, changed, duplicate, null_key; after the repair when it
+// repaired) and the source rows it could not compare, by reason.
+type ReconcileResult struct {
+	At          time.Time        `json:"at"`
+	Differences map[string]int64 `json:"differences,omitempty"`
+	NotCovered  map[string]int64 `json:"not_covered,omitempty"`
+	Repaired    bool             `json:"repaired,omitempty"`
+}
+
 // FormatVersion is the version of the state written by this build. A file
 // written by a newer syncd is refused, never rewritten.
 const FormatVersion = 1
@@ -92,6 +102,9 @@ type State struct {
 	// leaves the state file alone; the daemon's scheduled reconcile records
 	// it).
 	LastCleanReconcile time.Time `json:"last_clean_reconcile_at,omitzero"`
+	// LastReconcile is what the last recorded reconcile found, clean or
+	// not (nil: none recorded).
+	LastReconcile *ReconcileResult `json:"last_reconcile,omitempty"`
 
 	// NullCursorRows and AheadOfClockRows are the rows the last run that
 	// caught up found outside the cursor's reach (a NULL cursor column; a

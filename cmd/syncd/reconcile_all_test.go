@@ -1,10 +1,16 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/watermark"
 )
 
 // TestReconcileAll checks every source of a config in one command: one
@@ -98,5 +104,71 @@ func TestReconcileAll(t *testing.T) {
 	}
 	if r = syncd(t, env, "reconcile", "--config", dir); r.code != 2 || !strings.Contains(r.stderr, "--source or --all is required") {
 		t.Fatalf("reconcile without --source or --all exited %d: %s", r.code, r.stderr)
+	}
+}
+
+// TestStatusShowsLastReconcile: a reconcile that records its outcome in the
+// state file (the daemon's scheduled one) shows in status: a copy that has
+// diverged names its differences and the repair command, a clean one the
+// time it was proven equal; --json carries both.
+func TestStatusShowsLastReconcile(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	path := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_STATE=" + state}
+	if r := syncd(t, env, "run", "--config", path, "--once"); r.code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	}
+	cfg, err := config.LoadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reconcileRecorded := func(repair bool) {
+		t.Helper()
+		store, err := watermark.Open(state, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
+		if _, err := reconcile.Run(context.Background(), cfg, store, reconcile.Options{Repair: repair}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (1, 2)`)
+	dst.Exec(t, `UPDATE orders_copy SET name = 'x' WHERE id = 3`)
+	reconcileRecorded(false)
+	r := syncd(t, env, "status", "--config", path)
+	if !strings.Contains(r.stdout, "orders: the copy has diverged: the last reconcile (") ||
+		!strings.Contains(r.stdout, ") found 2 missing, 1 changed; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
+		t.Fatalf("status after a reconcile that found differences:\n%s", r.stdout)
+	}
+
+	reconcileRecorded(true)
+	if rowsText(t, dst, "orders_copy") != rowsText(t, src, "orders") {
+		t.Fatal("the copy differs from the source after the repair")
+	}
+	r = syncd(t, env, "status", "--config", path, "--json")
+	var st struct {
+		Sources []struct {
+			LastClean     string `json:"last_clean_reconcile_at"`
+			LastReconcile *struct {
+				At          time.Time        `json:"at"`
+				Differences map[string]int64 `json:"differences"`
+				Repaired    bool             `json:"repaired"`
+			} `json:"last_reconcile"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	if len(st.Sources) != 1 || st.Sources[0].LastClean == "" || st.Sources[0].LastReconcile == nil ||
+		!st.Sources[0].LastReconcile.Repaired || len(st.Sources[0].LastReconcile.Differences) != 0 {
+		t.Fatalf("status --json after a clean repair: %s", r.stdout)
+	}
+	r = syncd(t, env, "status", "--config", path)
+	if !strings.Contains(r.stdout, "orders: last clean reconcile "+st.Sources[0].LastClean+"\n") {
+		t.Fatalf("status after a clean reconcile:\n%s", r.stdout)
 	}
 }
