@@ -160,6 +160,16 @@ type Sink struct {
 	KeepDeleted bool `yaml:"keep_deleted"`
 	// Campaign names a coupon campaign (type coupon_grants).
 	Campaign string `yaml:"campaign"`
+	// LockTimeout bounds how long one statement on a sink connection waits
+	// for a lock another session holds (PostgreSQL's lock_timeout); 0 is
+	// no limit of syncd's own.
+	LockTimeout Duration `yaml:"lock_timeout"`
+	// StatementTimeout bounds one statement on a sink connection
+	// (PostgreSQL's statement_timeout); 0 is no limit of syncd's own.
+	StatementTimeout Duration `yaml:"statement_timeout"`
+	// PageTimeout is the deadline of applying one page, its commit
+	// included; 0 is none.
+	PageTimeout Duration `yaml:"page_timeout"`
 }
 
 // Reconcile schedules a value-level reconcile from the daemon.

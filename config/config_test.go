@@ -104,6 +104,12 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 			`c.yaml:12: source.first_load.chunk_size: want a size such as 16MB, 512kB or 1GB, got "big"`},
 		{"first_load chunk below a page", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load:\n    chunk_size: 1kB", 1),
 			`c.yaml:12: source.first_load.chunk_size: 1kB is below one 8kB page; use for example 16MB`},
+		{"lock_timeout not a duration", valid + "  lock_timeout: soon\n", `c.yaml:16: sink.lock_timeout: want a duration such as 5s, 250ms or 1h, got "soon"`},
+		{"negative statement_timeout", valid + "  statement_timeout: -1s\n", `c.yaml:16: sink.statement_timeout: want a duration`},
+		{"sub-millisecond lock_timeout", valid + "  lock_timeout: 500us\n", `c.yaml:16: sink.lock_timeout: 500µs: use whole milliseconds (at least 1ms), or 0 for no limit`},
+		{"statement_timeout too long", valid + "  statement_timeout: 1000h\n", `c.yaml:16: sink.statement_timeout: 1000h0m0s is more than PostgreSQL takes`},
+		{"page_timeout within lock_timeout", valid + "  page_timeout: 10s\n", `c.yaml:16: sink.page_timeout: sink.lock_timeout 30s is not shorter than sink.page_timeout 10s`},
+		{"lock_timeout none with a page deadline", valid + "  lock_timeout: 0\n", `c.yaml:16: sink.lock_timeout: sink.lock_timeout 0 (no limit) is not shorter than sink.page_timeout 10m0s`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -121,6 +127,31 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 				t.Errorf("error spans lines: %q", err)
 			}
 		})
+	}
+}
+
+// The sink's timeouts default to sane limits, and 0 turns each off.
+func TestSinkTimeouts(t *testing.T) {
+	c, err := Parse("c.yaml", []byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Sink; k.LockTimeout.Duration != 30*time.Second || k.StatementTimeout.Duration != 10*time.Minute || k.PageTimeout.Duration != 10*time.Minute {
+		t.Fatalf("default timeouts %v %v %v", k.LockTimeout, k.StatementTimeout, k.PageTimeout)
+	}
+	c, err = Parse("c.yaml", []byte(valid+"  lock_timeout: 250ms\n  statement_timeout: 0\n  page_timeout: 1m\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k := c.Sink; k.LockTimeout.Duration != 250*time.Millisecond || k.StatementTimeout.Duration != 0 || k.PageTimeout.Duration != time.Minute {
+		t.Fatalf("timeouts %v %v %v", k.LockTimeout, k.StatementTimeout, k.PageTimeout)
+	}
+	c, err = Parse("c.yaml", []byte(valid+"  lock_timeout: 0\n  page_timeout: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Sink.LockTimeout.Duration != 0 || c.Sink.PageTimeout.Duration != 0 {
+		t.Fatalf("0 did not turn the limits off: %v %v", c.Sink.LockTimeout, c.Sink.PageTimeout)
 	}
 }
 

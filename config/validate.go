@@ -24,7 +24,15 @@ const (
 	DefaultFirstLoadMinTable = 16 << 20
 	MaxFirstLoadWorkers      = 4
 	DefaultSchedule          = "@every 1m"
+
+	DefaultLockTimeout      = 30 * time.Second
+	DefaultStatementTimeout = 10 * time.Minute
+	DefaultPageTimeout      = 10 * time.Minute
 )
+
+// maxTimeout is the largest lock_timeout or statement_timeout PostgreSQL
+// takes (INT_MAX milliseconds).
+const maxTimeout = 2147483647 * time.Millisecond
 
 // cronParser parses every schedule syncd accepts: five fields, descriptors
 // such as @hourly and @every 30s, and an optional CRON_TZ= prefix.
@@ -192,6 +200,9 @@ func (c *Config) checkSink() error {
 	if err := c.names("sink.key", k.Key); err != nil {
 		return err
 	}
+	if err := c.finishTimeouts(); err != nil {
+		return err
+	}
 	asOf := strings.Contains(c.Source.Where, ":as_of")
 	switch k.Type {
 	case SinkPostgres:
@@ -240,6 +251,47 @@ func (c *Config) checkSink() error {
 		}
 	default:
 		return c.Errorf("sink.type", "%q: use postgres or coupon_grants", k.Type)
+	}
+	return nil
+}
+
+// finishTimeouts applies the defaults of the sink's timeouts and checks
+// them: each is 0 (no limit) or a whole number of milliseconds PostgreSQL
+// takes, and a page's deadline leaves room for the lock wait inside it, so
+// that a locked copy is reported as locked rather than as a slow page.
+func (c *Config) finishTimeouts() error {
+	k := &c.Sink
+	for _, t := range []struct {
+		key string
+		d   *Duration
+		def time.Duration
+	}{
+		{"sink.lock_timeout", &k.LockTimeout, DefaultLockTimeout},
+		{"sink.statement_timeout", &k.StatementTimeout, DefaultStatementTimeout},
+		{"sink.page_timeout", &k.PageTimeout, DefaultPageTimeout},
+	} {
+		if _, ok := c.Lines[t.key]; !ok {
+			t.d.Duration = t.def
+		}
+		d := t.d.Duration
+		switch {
+		case d == 0:
+		case d < time.Millisecond || d%time.Millisecond != 0:
+			return c.Errorf(t.key, "%s: use whole milliseconds (at least 1ms), or 0 for no limit", d)
+		case d > maxTimeout:
+			return c.Errorf(t.key, "%s is more than PostgreSQL takes (%s); use less, or 0 for no limit", d, maxTimeout)
+		}
+	}
+	if l, p := k.LockTimeout.Duration, k.PageTimeout.Duration; p > 0 && (l == 0 || l >= p) {
+		lock := l.String()
+		if l == 0 {
+			lock = "0 (no limit)"
+		}
+		key := "sink.lock_timeout"
+		if _, ok := c.Lines[key]; !ok {
+			key = "sink.page_timeout"
+		}
+		return c.Errorf(key, "sink.lock_timeout %s is not shorter than sink.page_timeout %s: a page blocked by another session's lock would hit its deadline first, reported as a slow page; make sink.lock_timeout shorter than sink.page_timeout", lock, p)
 	}
 	return nil
 }

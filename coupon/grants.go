@@ -38,7 +38,7 @@ func Open(ctx context.Context, c *config.Config) (*Grants, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	conn, err := sink.Connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +46,17 @@ func Open(ctx context.Context, c *config.Config) (*Grants, error) {
 }
 
 // Close closes the connection.
-func (g *Grants) Close(ctx context.Context) error { return g.conn.Close(ctx) }
+func (g *Grants) Close(ctx context.Context) error { return g.conn.Close(context.WithoutCancel(ctx)) }
+
+// explain names the campaign's tables in a lock timeout or a page deadline
+// (see sink.Explain); pageCtx is nil outside a page.
+func (g *Grants) explain(pageCtx context.Context, err error) error {
+	t := g.t.grantsName
+	names := []string{t.String(),
+		config.Table{Schema: t.Schema, Name: t.Name + TargetsSuffix}.String(),
+		config.Table{Schema: t.Schema, Name: CampaignsTable}.String()}
+	return sink.Explain(pageCtx, g.conn, g.cfg, names, err)
+}
 
 func (g *Grants) keyNames() []string {
 	out := make([]string, len(g.keys))
@@ -147,10 +157,21 @@ func (g *Grants) keysOf(p page.Page) ([][]string, []string) {
 // time or an earlier batch) is left as it is. Written counts new grants.
 // The commit is durable (pgutil.DurableSQL), so the progress cursor, the
 // state file and the log never get ahead of the grants on disk.
+//
+// The page is applied within sink.page_timeout; when ctx ends or the
+// deadline passes, the statement in flight is cancelled and the page rolls
+// back.
 func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	if len(p.Rows) == 0 {
 		return sink.Result{}, nil
 	}
+	pctx, cancel := sink.PageContext(ctx, g.cfg)
+	defer cancel()
+	res, err := g.apply(pctx, p)
+	return res, g.explain(pctx, err)
+}
+
+func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	arrays, last := g.keysOf(p)
 	grantArgs := []any{g.campaign}
 	for _, a := range arrays {

@@ -116,10 +116,20 @@ type Lock struct {
 // lives on that connection (the sink's own, so that losing one loses both);
 // with conn nil it opens a connection to dsn for it.
 func Acquire(ctx context.Context, conn *pgx.Conn, dsn string, t Target) (*Lock, error) {
+	return acquire(ctx, conn, func(ctx context.Context) (*pgx.Conn, error) { return pgutil.Connect(ctx, dsn, "sink") }, t)
+}
+
+// AcquireOwn takes the lock of t without waiting, on a connection of its
+// own that dial opens (the sink's, with the sink's session limits).
+func AcquireOwn(ctx context.Context, dial func(context.Context) (*pgx.Conn, error), t Target) (*Lock, error) {
+	return acquire(ctx, nil, dial, t)
+}
+
+func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*pgx.Conn, error), t Target) (*Lock, error) {
 	name := t.Source
 	l := &Lock{conn: conn, target: t, source: name}
 	if conn == nil {
-		c, err := pgutil.Connect(ctx, dsn, "sink")
+		c, err := dial(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("take the run lock of %s: %w", name, err)
 		}

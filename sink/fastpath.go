@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -302,12 +301,15 @@ func appendCopyBinary(buf *bytes.Buffer, rows [][][]byte) {
 // upserts and reconcile's key-range scans to plan on an empty table until
 // autovacuum comes by. Only the key columns: a full ANALYZE of the
 // benchmark's table costs a fifth of the sync itself; autovacuum fills in
-// the other columns.
+// the other columns. A run that was stopped (ctx done) or failed leaves it
+// to autovacuum too: a forced stop must not wait for an ANALYZE. The
+// ANALYZE itself stops at ctx, at the session's statement_timeout and at
+// the page deadline, whichever comes first.
 func (s *Postgres) analyzeFresh(ctx context.Context) {
-	if !s.fp.fresh || s.fp.Fast == 0 || s.conn.IsClosed() {
+	if !s.fp.fresh || s.fp.Fast == 0 || s.failed || ctx.Err() != nil || s.conn.IsClosed() {
 		return
 	}
-	actx, cancel := context.WithTimeout(ctx, time.Minute)
+	actx, cancel := PageContext(ctx, s.cfg)
 	defer cancel()
 	_, _ = s.conn.Exec(actx, "ANALYZE "+s.qualified()+" ("+pgutil.IdentList("", s.cfg.Sink.Key)+")")
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -57,11 +58,16 @@ func (s *Postgres) roundTrip(ctx context.Context, wire []byte) (reply, error) {
 		pc.Close(context.WithoutCancel(ctx))
 		return r, fmt.Errorf("send page: %w", err)
 	}
+	rctx, done := cancelOnServer(ctx, pc)
+	defer done()
 	var pgErr error
 	for {
-		msg, err := pc.ReceiveMessage(ctx)
+		msg, err := pc.ReceiveMessage(rctx)
 		if err != nil {
 			pc.Close(context.WithoutCancel(ctx))
+			if cerr := ctx.Err(); cerr != nil {
+				err = fmt.Errorf("%w (the server did not answer the cancel request)", context.Cause(ctx))
+			}
 			return r, fmt.Errorf("read reply: %w", err)
 		}
 		switch m := msg.(type) {
@@ -79,7 +85,13 @@ func (s *Postgres) roundTrip(ctx context.Context, wire []byte) (reply, error) {
 		case *pgproto3.ReadyForQuery:
 			r.txStatus = m.TxStatus
 			if r.txStatus != 'I' {
-				if _, err := pc.Exec(ctx, "ROLLBACK").ReadAll(); err != nil && pgErr == nil {
+				// Also when ctx has ended (the statement was cancelled):
+				// the session must be idle again for the run lock's
+				// release and the next page.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+				_, err := pc.Exec(rctx, "ROLLBACK").ReadAll()
+				cancel()
+				if err != nil && pgErr == nil {
 					pgErr = fmt.Errorf("roll back: %w", err)
 				}
 			}
@@ -87,6 +99,34 @@ func (s *Postgres) roundTrip(ctx context.Context, wire []byte) (reply, error) {
 		}
 	}
 }
+
+// cancelGrace is how long the server may take to answer a cancel request
+// before the connection is given up.
+const cancelGrace = 5 * time.Second
+
+// cancelOnServer watches ctx while a round trip reads its replies: when ctx
+// ends (a forced stop, sink.page_timeout) it asks the server to cancel the
+// statement in flight, which then answers with an error and leaves the
+// session usable; the returned context, which the replies are read with,
+// ends only when the server has not answered within cancelGrace. Call done
+// when the round trip is over.
+func cancelOnServer(ctx context.Context, pc *pgconn.PgConn) (rctx context.Context, done func()) {
+	rctx, rcancel := context.WithCancel(context.WithoutCancel(ctx))
+	stop := context.AfterFunc(ctx, func() {
+		cctx, cancel := context.WithTimeout(rctx, cancelGrace)
+		defer cancel()
+		_ = pc.CancelRequest(cctx)
+		<-cctx.Done()
+		rcancel() // no-op when the round trip is already over
+	})
+	return rctx, func() {
+		stop()
+		rcancel()
+	}
+}
+
+// rollbackTimeout bounds the ROLLBACK after a failed page.
+const rollbackTimeout = 10 * time.Second
 
 // tagCount is the row count of the first command tag that starts with
 // verb ("COPY 1000", "INSERT 0 12").

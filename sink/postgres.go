@@ -32,6 +32,7 @@ type Postgres struct {
 
 	srcTypes  []page.UserType // the source's user-defined types, see types_ddl.go
 	srcChecks []string        // the source table's check constraints
+	failed    bool            // a page failed or was cancelled: the run did not finish
 }
 
 // SourceSchemaUser is a sink that creates the source's types and compares
@@ -54,7 +55,7 @@ var _ Sink = (*Postgres)(nil)
 
 // OpenPostgres connects to the sink database of c.
 func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
-	conn, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	conn, err := Connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
@@ -64,10 +65,16 @@ func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
 // Conn is the sink's connection.
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 
-// Close closes the connection.
+// Close closes the connection. A run that was stopped (ctx is done) or
+// whose last page failed skips the ANALYZE of a freshly filled copy.
 func (s *Postgres) Close(ctx context.Context) error {
 	s.analyzeFresh(ctx)
-	return s.conn.Close(ctx)
+	return s.conn.Close(context.WithoutCancel(ctx))
+}
+
+// explain names the copy in a lock timeout or a page deadline (limits.go).
+func (s *Postgres) explain(pageCtx context.Context, err error) error {
+	return Explain(pageCtx, s.conn, s.cfg, []string{s.table.String()}, err)
 }
 
 func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, s.table.Name) }
@@ -76,6 +83,10 @@ func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, 
 // exist, and otherwise checks that it has every column and a unique index on
 // the key.
 func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
+	return s.explain(nil, s.prepare(ctx, cols))
+}
+
+func (s *Postgres) prepare(ctx context.Context, cols []page.Column) error {
 	exists, err := s.Check(ctx, cols)
 	if err != nil {
 		return err
@@ -343,11 +354,24 @@ func (s *Postgres) build() {
 	s.stageReady = false
 }
 
-// Apply upserts one page in one transaction.
+// Apply upserts one page in one transaction, within sink.page_timeout.
+// When ctx ends or the deadline passes, the statement in flight is
+// cancelled on the server and the page rolls back.
 func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	if len(p.Rows) == 0 {
 		return Result{}, nil
 	}
+	pctx, cancel := PageContext(ctx, s.cfg)
+	defer cancel()
+	res, err := s.apply(pctx, p)
+	if err != nil {
+		s.failed = true
+		return res, s.explain(pctx, err)
+	}
+	return res, nil
+}
+
+func (s *Postgres) apply(ctx context.Context, p page.Page) (Result, error) {
 	if res, ok, err := s.applyFast(ctx, p); ok || err != nil {
 		return res, err
 	}

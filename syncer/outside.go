@@ -52,7 +52,7 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 		if err := lock.Check(ctx); err != nil {
 			return err
 		}
-		ar, err := dst.Apply(context.WithoutCancel(ctx), p)
+		ar, err := dst.Apply(ctx, p)
 		if err != nil {
 			return err
 		}

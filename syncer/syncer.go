@@ -263,9 +263,17 @@ func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
 	return r.hooks.Before(ctx)
 }
 
-// acquire takes the run lock on conn (nil: its own connection).
+// acquire takes the run lock on conn (nil: a connection of its own, opened
+// with the sink's session limits, see sink.Connect).
 func (r *runner) acquire(ctx context.Context, conn *pgx.Conn) error {
-	lock, err := runlock.Acquire(ctx, conn, r.c.Sink.DSN, LockTarget(r.c))
+	var lock *runlock.Lock
+	var err error
+	if conn != nil {
+		lock, err = runlock.Acquire(ctx, conn, r.c.Sink.DSN, LockTarget(r.c))
+	} else {
+		dial := func(ctx context.Context) (*pgx.Conn, error) { return sink.Connect(ctx, r.c) }
+		lock, err = runlock.AcquireOwn(ctx, dial, LockTarget(r.c))
+	}
 	if err != nil {
 		return err
 	}
@@ -316,9 +324,9 @@ func (r *runner) loop(ctx context.Context) error {
 		if err := r.lock.Check(ctx); err != nil {
 			return err
 		}
-		// The page in flight commits even when ctx is cancelled meanwhile:
-		// a cancelled COPY would only roll back and repeat the work.
-		ar, err := r.dst.Apply(context.WithoutCancel(ctx), p)
+		// A graceful stop (o.Stop) lets the page in flight commit; a forced
+		// one (ctx) cancels it on the server, and it rolls back.
+		ar, err := r.dst.Apply(ctx, p)
 		if err != nil {
 			return err
 		}

@@ -32,12 +32,20 @@ var Settings = map[string]string{
 // Connect opens one connection for role ("source" or "sink"). Errors never
 // contain the DSN's password.
 func Connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
+	return connect(ctx, dsn, role, nil)
+}
+
+// connect is Connect with a hook that adjusts the connection's settings.
+func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("%s dsn is not a valid connection string (%s): fix %s.dsn", role, Scrub(err.Error(), dsn), role)
 	}
 	for k, v := range Settings {
 		cfg.RuntimeParams[k] = v
+	}
+	if adjust != nil {
+		adjust(cfg)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {

@@ -76,6 +76,12 @@ func Classify(err error) Fault {
 	if err == nil {
 		return Fault{}
 	}
+	// An error that knows its kind of transient fault (a page that
+	// outlasted sink.page_timeout) says so itself.
+	var fk interface{ FaultKind() string }
+	if errors.As(err, &fk) {
+		return Fault{Kind: fk.FaultKind(), Transient: true}
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		if kind, ok := transientCodes[pgErr.Code]; ok {

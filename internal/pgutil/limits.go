@@ -1,0 +1,56 @@
+package pgutil
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+)
+
+// Limits bound the statements of a sink session; 0 is no limit of syncd's
+// own.
+type Limits struct {
+	Lock      time.Duration // lock_timeout
+	Statement time.Duration // statement_timeout
+}
+
+// cancelGrace is how long a statement whose context ended may take to stop
+// on the server after the cancel request before the connection is closed.
+const cancelGrace = 5 * time.Second
+
+// ConnectSink opens a sink connection (see Connect) bounded by l. Each
+// limit is the stricter of l and what the session already has from the
+// server, database, role or DSN: a database administrator's tighter limit
+// is kept, 0 counting as none. A context that ends during a statement
+// sends the server a cancel request, so the statement stops there at once
+// (releasing the locks it waits for or holds) and the connection stays
+// usable; only when the server does not answer is it closed.
+func ConnectSink(ctx context.Context, dsn string, l Limits) (*pgx.Conn, error) {
+	conn, err := connect(ctx, dsn, "sink", func(cfg *pgx.ConnConfig) {
+		cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: cancelGrace}
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := applyLimits(ctx, conn, l); err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("set lock_timeout and statement_timeout on the sink database %s: %w", Describe(dsn), scrubbed{err, dsn})
+	}
+	return conn, nil
+}
+
+// applyLimits sets each limit of l on the session unless the session's
+// own is stricter. pg_settings gives both in milliseconds.
+func applyLimits(ctx context.Context, conn *pgx.Conn, l Limits) error {
+	_, err := conn.Exec(ctx, `
+SELECT set_config(name, CASE WHEN want = 0 OR (have > 0 AND have <= want) THEN have ELSE want END::text || 'ms', false)
+FROM (SELECT name, setting::bigint AS have, CASE name WHEN 'lock_timeout' THEN $1::bigint ELSE $2::bigint END AS want
+      FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')) s`,
+		l.Lock.Milliseconds(), l.Statement.Milliseconds())
+	return err
+}

@@ -1,0 +1,166 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// Connect opens a connection to the sink database of c, bounded by
+// sink.lock_timeout and sink.statement_timeout (each the stricter of the
+// config's and the session's own). Every connection syncd opens to a sink
+// database is made here: the copy's, the coupon grants', a run lock's own.
+func Connect(ctx context.Context, c *config.Config) (*pgx.Conn, error) {
+	return pgutil.ConnectSink(ctx, c.Sink.DSN, pgutil.Limits{Lock: c.Sink.LockTimeout.Duration, Statement: c.Sink.StatementTimeout.Duration})
+}
+
+// errPageDeadline is the cause of a page context that reached
+// sink.page_timeout.
+var errPageDeadline = errors.New("sink.page_timeout reached")
+
+// PageContext is the context one page is applied under: ctx with the
+// deadline sink.page_timeout of c (none when it is 0). Call cancel when
+// the page is done.
+func PageContext(ctx context.Context, c *config.Config) (context.Context, context.CancelFunc) {
+	if d := c.Sink.PageTimeout.Duration; d > 0 {
+		return context.WithTimeoutCause(ctx, d, errPageDeadline)
+	}
+	return context.WithCancel(ctx)
+}
+
+// LockedError says that a statement on the sink gave up waiting for a lock
+// another session holds on one of the sink's tables (sink.lock_timeout).
+// It wraps the server's error, so the run is classified transient and the
+// daemon tries again.
+type LockedError struct {
+	Tables  []string // the sink tables another session holds a lock on; all of them when none was found
+	Holders string   // who holds them, when that could be read
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *LockedError) Error() string {
+	holders := ""
+	if e.Holders != "" {
+		holders = " (" + e.Holders + ")"
+	}
+	return fmt.Sprintf("sink table %s is locked by another session%s and syncd gave up waiting for it after its lock_timeout (sink.lock_timeout: %s): %v; nothing of that page was written and the watermark is where it was; end or commit that session's transaction (SELECT pg_terminate_backend(pid) if it is stuck), or raise sink.lock_timeout; the next run (the daemon: the next attempt) goes on from the watermark",
+		strings.Join(e.Tables, " or "), holders, e.Timeout, e.Err)
+}
+
+// Unwrap gives the server's error.
+func (e *LockedError) Unwrap() error { return e.Err }
+
+// PageTimeoutError says that one page did not commit within
+// sink.page_timeout. Its fault kind is transient: the daemon tries again.
+type PageTimeoutError struct {
+	Table   string
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *PageTimeoutError) Error() string {
+	return fmt.Sprintf("applying a page to %s did not finish within sink.page_timeout (%s) and was cancelled: %v; nothing of that page was written and the watermark is where it was; look for what slows the sink (locks, triggers, a full disk), or raise sink.page_timeout",
+		e.Table, e.Timeout, e.Err)
+}
+
+// Unwrap gives the error the cancelled page ended with.
+func (e *PageTimeoutError) Unwrap() error { return e.Err }
+
+// FaultKind makes a page timeout a transient fault (see package retry).
+func (e *PageTimeoutError) FaultKind() string { return "page_timeout" }
+
+// Explain turns a lock timeout or a page deadline met by a statement on
+// conn into a one-line error that names the sink table; tables are the
+// sink tables the statement may have waited for, the first the main one.
+// pageCtx is the page's context (see PageContext), or nil outside a page.
+// Any other error comes back as it is.
+func Explain(pageCtx context.Context, conn *pgx.Conn, c *config.Config, tables []string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var le *LockedError
+	var pe *PageTimeoutError
+	if errors.As(err, &le) || errors.As(err, &pe) {
+		return err
+	}
+	if pageCtx != nil {
+		switch cause := context.Cause(pageCtx); {
+		case cause == errPageDeadline:
+			return &PageTimeoutError{Table: tables[0], Timeout: c.Sink.PageTimeout.Duration, Err: err}
+		case cause != nil:
+			// The run was stopped: the server's "canceling statement due
+			// to user request" is the stop's doing, not a fault.
+			return fmt.Errorf("%v: %w", err, cause)
+		}
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
+		return err
+	}
+	lockTimeout := c.Sink.LockTimeout.Duration
+	e := &LockedError{Tables: tables, Timeout: lockTimeout, Err: err}
+	if conn == nil || conn.IsClosed() {
+		return e
+	}
+	// Best effort: the statement has been rolled back and the session is
+	// idle again, so it can ask who holds the tables.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(pageOrBackground(pageCtx)), 5*time.Second)
+	defer cancel()
+	var locked []string
+	var holders string
+	qerr := conn.QueryRow(qctx, `
+SELECT coalesce(array_agg(DISTINCT t.name ORDER BY t.name), '{}'),
+       coalesce(string_agg(DISTINCT format('pid %s, application_name %L, %s since %s, %s', a.pid, a.application_name, a.state,
+         to_char(coalesce(a.xact_start, a.backend_start) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), l.mode), '; '), '')
+FROM unnest($1::text[]) t(name)
+JOIN pg_locks l ON l.relation = to_regclass(t.name) AND l.granted AND l.pid <> pg_backend_pid()
+JOIN pg_stat_activity a ON a.pid = l.pid`, quoted(tables)).Scan(&locked, &holders)
+	if qerr == nil && len(locked) > 0 {
+		e.Tables, e.Holders = unquoted(locked, tables), holders
+	}
+	return e
+}
+
+func pageOrBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// quoted turns "schema.name" tables into the quoted form to_regclass takes.
+func quoted(tables []string) []string {
+	out := make([]string, len(tables))
+	for i, t := range tables {
+		out[i] = t
+		if tb, err := config.ParseTable(t); err == nil {
+			out[i] = pgutil.Qualified(tb.Schema, tb.Name)
+		}
+	}
+	return out
+}
+
+// unquoted maps the quoted names back to the tables as given.
+func unquoted(locked, tables []string) []string {
+	q := quoted(tables)
+	var out []string
+	for _, l := range locked {
+		for i := range q {
+			if q[i] == l {
+				out = append(out, tables[i])
+			}
+		}
+	}
+	if len(out) == 0 {
+		return tables
+	}
+	return out
+}
