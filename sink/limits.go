@@ -42,6 +42,7 @@ func PageContext(ctx context.Context, c *config.Config) (context.Context, contex
 type LockedError struct {
 	Tables  []string // the sink tables another session holds a lock on; all of them when none was found
 	Holders string   // who holds them, when that could be read
+	PIDs    []int32  // their backend pids
 	Timeout time.Duration
 	Err     error
 }
@@ -51,8 +52,12 @@ func (e *LockedError) Error() string {
 	if e.Holders != "" {
 		holders = " (" + e.Holders + ")"
 	}
-	return fmt.Sprintf("sink table %s is locked by another session%s and syncd gave up waiting for it after its lock_timeout (sink.lock_timeout: %s): %v; nothing of that page was written and the watermark is where it was; end or commit that session's transaction (SELECT pg_terminate_backend(pid) if it is stuck), or raise sink.lock_timeout; the next run (the daemon: the next attempt) goes on from the watermark",
-		strings.Join(e.Tables, " or "), holders, e.Timeout, e.Err)
+	terminate := "pid"
+	if len(e.PIDs) > 0 {
+		terminate = fmt.Sprint(e.PIDs[0])
+	}
+	return fmt.Sprintf("sink table %s is locked by another session%s and syncd gave up waiting for it after its lock_timeout (sink.lock_timeout: %s): %v; nothing was written and the watermark is where it was; end or commit that session's transaction (SELECT pg_terminate_backend(%s) if it is stuck), or raise sink.lock_timeout; syncd tries again from the watermark at the next run",
+		strings.Join(e.Tables, " or "), holders, e.Timeout, e.Err, terminate)
 }
 
 // Unwrap gives the server's error.
@@ -67,7 +72,7 @@ type PageTimeoutError struct {
 }
 
 func (e *PageTimeoutError) Error() string {
-	return fmt.Sprintf("applying a page to %s did not finish within sink.page_timeout (%s) and was cancelled: %v; nothing of that page was written and the watermark is where it was; look for what slows the sink (locks, triggers, a full disk), or raise sink.page_timeout",
+	return fmt.Sprintf("applying a page to %s did not finish within sink.page_timeout (%s) and was cancelled: %v; that page was rolled back and the watermark is where it was; look for what slows the sink (locks, triggers, an overloaded server), or raise sink.page_timeout; syncd tries again from the watermark at the next run",
 		e.Table, e.Timeout, e.Err)
 }
 
@@ -116,15 +121,16 @@ func Explain(pageCtx context.Context, conn *pgx.Conn, c *config.Config, tables [
 	defer cancel()
 	var locked []string
 	var holders string
+	var pids []int32
 	qerr := conn.QueryRow(qctx, `
-SELECT coalesce(array_agg(DISTINCT t.name ORDER BY t.name), '{}'),
+SELECT coalesce(array_agg(DISTINCT t.name ORDER BY t.name), '{}'), coalesce(array_agg(DISTINCT a.pid ORDER BY a.pid), '{}'),
        coalesce(string_agg(DISTINCT format('pid %s, application_name %L, %s since %s, %s', a.pid, a.application_name, a.state,
          to_char(coalesce(a.xact_start, a.backend_start) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), l.mode), '; '), '')
 FROM unnest($1::text[]) t(name)
 JOIN pg_locks l ON l.relation = to_regclass(t.name) AND l.granted AND l.pid <> pg_backend_pid()
-JOIN pg_stat_activity a ON a.pid = l.pid`, quoted(tables)).Scan(&locked, &holders)
+JOIN pg_stat_activity a ON a.pid = l.pid`, quoted(tables)).Scan(&locked, &pids, &holders)
 	if qerr == nil && len(locked) > 0 {
-		e.Tables, e.Holders = unquoted(locked, tables), holders
+		e.Tables, e.Holders, e.PIDs = unquoted(locked, tables), holders, pids
 	}
 	return e
 }

@@ -65,7 +65,7 @@ func (s *Postgres) roundTrip(ctx context.Context, wire []byte) (reply, error) {
 		msg, err := pc.ReceiveMessage(rctx)
 		if err != nil {
 			pc.Close(context.WithoutCancel(ctx))
-			if cerr := ctx.Err(); cerr != nil {
+			if ctx.Err() != nil {
 				err = fmt.Errorf("%w (the server did not answer the cancel request)", context.Cause(ctx))
 			}
 			return r, fmt.Errorf("read reply: %w", err)
