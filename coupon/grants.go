@@ -165,6 +165,9 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	if len(p.Rows) == 0 {
 		return sink.Result{}, nil
 	}
+	if ctx.Err() != nil {
+		return sink.Result{}, fmt.Errorf("grant page of campaign %s: not started: %w", g.campaign, context.Cause(ctx))
+	}
 	pctx, cancel := sink.PageContext(ctx, g.cfg)
 	defer cancel()
 	res, err := g.apply(pctx, p)

@@ -361,6 +361,9 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	if len(p.Rows) == 0 {
 		return Result{}, nil
 	}
+	if ctx.Err() != nil {
+		return Result{}, fmt.Errorf("apply page to %s: not started: %w", s.table, context.Cause(ctx))
+	}
 	pctx, cancel := PageContext(ctx, s.cfg)
 	defer cancel()
 	res, err := s.apply(pctx, p)

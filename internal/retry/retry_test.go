@@ -3,14 +3,17 @@ package retry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/sink"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -122,5 +125,24 @@ func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
 	start := time.Now()
 	if retry.Sleep(context.Background(), stop, time.Minute) || time.Since(start) > time.Second {
 		t.Error("a stop request does not cut the pause short")
+	}
+}
+
+// A page that outlasted sink.page_timeout is a transient fault of its own
+// kind, also though its cause is a cancelled statement or context; a locked
+// sink table keeps the kind of the server's error, lock_timeout.
+func TestClassifySinkTimeouts(t *testing.T) {
+	cancelled := &pgconn.PgError{Code: "57014", Message: "canceling statement due to user request"}
+	f := retry.Classify(fmt.Errorf("sync orders: %w", &sink.PageTimeoutError{Table: "public.copy", Timeout: time.Minute, Err: cancelled}))
+	if f.Kind != "page_timeout" || !f.Transient {
+		t.Errorf("page timeout classified %+v, want transient page_timeout", f)
+	}
+	f = retry.Classify(&sink.PageTimeoutError{Table: "public.copy", Timeout: time.Minute, Err: context.DeadlineExceeded})
+	if f.Kind != "page_timeout" || !f.Transient {
+		t.Errorf("page timeout by a deadline classified %+v, want transient page_timeout", f)
+	}
+	f = retry.Classify(&sink.LockedError{Tables: []string{"public.copy"}, Timeout: time.Second, Err: &pgconn.PgError{Code: "55P03"}})
+	if f.Kind != retry.KindLockTimeout || !f.Transient {
+		t.Errorf("locked copy classified %+v, want transient lock_timeout", f)
 	}
 }
