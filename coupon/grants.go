@@ -49,13 +49,13 @@ func Open(ctx context.Context, c *config.Config) (*Grants, error) {
 func (g *Grants) Close(ctx context.Context) error { return g.conn.Close(context.WithoutCancel(ctx)) }
 
 // explain names the campaign's tables in a lock timeout or a page deadline
-// (see sink.Explain); pageCtx is nil outside a page.
-func (g *Grants) explain(pageCtx context.Context, err error) error {
+// (see sink.Explain); ctx is the page's, or the caller's outside a page.
+func (g *Grants) explain(ctx context.Context, err error) error {
 	t := g.t.grantsName
 	names := []string{t.String(),
 		config.Table{Schema: t.Schema, Name: t.Name + TargetsSuffix}.String(),
 		config.Table{Schema: t.Schema, Name: CampaignsTable}.String()}
-	return sink.Explain(pageCtx, g.conn, g.cfg, names, err)
+	return sink.Explain(ctx, g.conn, g.cfg, names, err)
 }
 
 func (g *Grants) keyNames() []string {

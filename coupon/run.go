@@ -71,7 +71,7 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 // run; later runs read its frozen row and start after its progress cursor.
 func (r *campaignRun) Before(ctx context.Context) (err error) {
 	// A lock timeout on any statement of the campaign names its tables.
-	defer func() { err = r.g.explain(nil, err) }()
+	defer func() { err = r.g.explain(ctx, err) }()
 	g := r.g
 	if err := g.Prepare(ctx, r.src.Table.Cursor); err != nil {
 		return err
@@ -99,7 +99,7 @@ func (r *campaignRun) Before(ctx context.Context) (err error) {
 
 // Next reads the frozen targets after the last key read.
 func (r *campaignRun) Next(ctx context.Context, limit int) (_ page.Page, _ bool, err error) {
-	defer func() { err = r.g.explain(nil, err) }()
+	defer func() { err = r.g.explain(ctx, err) }()
 	g := r.g
 	p, err := g.ReadTargets(ctx, r.after, limit)
 	if err != nil || p.Len() == 0 {
@@ -121,7 +121,7 @@ func (r *campaignRun) Next(ctx context.Context, limit int) (_ page.Page, _ bool,
 // After compares the grants with the targets both ways and records the
 // outcome in the campaign's row: done only when they are equal.
 func (r *campaignRun) After(ctx context.Context) (err error) {
-	defer func() { err = r.g.explain(nil, err) }()
+	defer func() { err = r.g.explain(ctx, err) }()
 	g := r.g
 	counts, err := g.Count(context.WithoutCancel(ctx))
 	if err != nil {

@@ -85,9 +85,9 @@ func (e *PageTimeoutError) FaultKind() string { return "page_timeout" }
 // Explain turns a lock timeout or a page deadline met by a statement on
 // conn into a one-line error that names the sink table; tables are the
 // sink tables the statement may have waited for, the first the main one.
-// pageCtx is the page's context (see PageContext), or nil outside a page.
-// Any other error comes back as it is.
-func Explain(pageCtx context.Context, conn *pgx.Conn, c *config.Config, tables []string, err error) error {
+// ctx is the page's context (see PageContext), or the caller's outside a
+// page. Any other error comes back as it is.
+func Explain(ctx context.Context, conn *pgx.Conn, c *config.Config, tables []string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -96,15 +96,13 @@ func Explain(pageCtx context.Context, conn *pgx.Conn, c *config.Config, tables [
 	if errors.As(err, &le) || errors.As(err, &pe) {
 		return err
 	}
-	if pageCtx != nil {
-		switch cause := context.Cause(pageCtx); {
-		case cause == errPageDeadline:
-			return &PageTimeoutError{Table: tables[0], Timeout: c.Sink.PageTimeout.Duration, Err: err}
-		case cause != nil:
-			// The run was stopped: the server's "canceling statement due
-			// to user request" is the stop's doing, not a fault.
-			return fmt.Errorf("%v: %w", err, cause)
-		}
+	switch cause := context.Cause(ctx); {
+	case cause == errPageDeadline:
+		return &PageTimeoutError{Table: tables[0], Timeout: c.Sink.PageTimeout.Duration, Err: err}
+	case cause != nil:
+		// The run was stopped: the server's "canceling statement due to
+		// user request" is the stop's doing, not a fault.
+		return fmt.Errorf("%v: %w", err, cause)
 	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
@@ -117,7 +115,7 @@ func Explain(pageCtx context.Context, conn *pgx.Conn, c *config.Config, tables [
 	}
 	// Best effort: the statement has been rolled back and the session is
 	// idle again, so it can ask who holds the tables.
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(pageOrBackground(pageCtx)), 5*time.Second)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	var locked []string
 	var holders string
@@ -133,13 +131,6 @@ JOIN pg_stat_activity a ON a.pid = l.pid`, quoted(tables)).Scan(&locked, &pids, 
 		e.Tables, e.Holders, e.PIDs = unquoted(locked, tables), holders, pids
 	}
 	return e
-}
-
-func pageOrBackground(ctx context.Context) context.Context {
-	if ctx == nil {
-		return context.Background()
-	}
-	return ctx
 }
 
 // quoted turns "schema.name" tables into the quoted form to_regclass takes.

@@ -73,8 +73,8 @@ func (s *Postgres) Close(ctx context.Context) error {
 }
 
 // explain names the copy in a lock timeout or a page deadline (limits.go).
-func (s *Postgres) explain(pageCtx context.Context, err error) error {
-	return Explain(pageCtx, s.conn, s.cfg, []string{s.table.String()}, err)
+func (s *Postgres) explain(ctx context.Context, err error) error {
+	return Explain(ctx, s.conn, s.cfg, []string{s.table.String()}, err)
 }
 
 func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, s.table.Name) }
@@ -83,7 +83,7 @@ func (s *Postgres) qualified() string { return pgutil.Qualified(s.table.Schema, 
 // exist, and otherwise checks that it has every column and a unique index on
 // the key.
 func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
-	return s.explain(nil, s.prepare(ctx, cols))
+	return s.explain(ctx, s.prepare(ctx, cols))
 }
 
 func (s *Postgres) prepare(ctx context.Context, cols []page.Column) error {

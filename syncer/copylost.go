@@ -34,7 +34,7 @@ func checkCopyNotLost(ctx context.Context, conn *pgx.Conn, c *config.Config, st 
 	if exists {
 		var any bool
 		if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+q+")").Scan(&any); err != nil {
-			return sink.Explain(nil, conn, c, []string{t.String()}, fmt.Errorf("look into the copy %s: %w", t, err))
+			return sink.Explain(ctx, conn, c, []string{t.String()}, fmt.Errorf("look into the copy %s: %w", t, err))
 		}
 		if any {
 			return nil
