@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/ops"
 )
 
 // A copy locked by another session (an open transaction holding an ACCESS
@@ -75,7 +75,7 @@ sink:
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errOut)
 	}
-	var st cli.Status
+	var st ops.Status
 	if err := json.Unmarshal([]byte(out), &st); err != nil {
 		t.Fatal(err)
 	}
