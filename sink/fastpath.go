@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -296,20 +297,27 @@ func appendCopyBinary(buf *bytes.Buffer, rows [][][]byte) {
 	buf.Write(b)
 }
 
+// analyzeLimit bounds the ANALYZE of a freshly filled copy also when
+// sink.page_timeout and sink.statement_timeout are 0 (no limit).
+const analyzeLimit = time.Minute
+
 // analyzeFresh gives a copy that this run filled from empty its size and
 // the statistics of its key at once, instead of leaving the next run's
 // upserts and reconcile's key-range scans to plan on an empty table until
 // autovacuum comes by. Only the key columns: a full ANALYZE of the
 // benchmark's table costs a fifth of the sync itself; autovacuum fills in
-// the other columns. A run that was stopped (ctx done) or failed leaves it
-// to autovacuum too: a forced stop must not wait for an ANALYZE. The
-// ANALYZE itself stops at ctx, at the session's statement_timeout and at
-// the page deadline, whichever comes first.
+// the other columns. A run that did not catch up (stopped gracefully or by
+// force, or failed: see Unfinisher) leaves it to autovacuum too: a stop
+// must not wait for an ANALYZE, and the next run goes on filling the copy.
+// The ANALYZE itself stops at ctx, at the session's statement_timeout, at
+// sink.page_timeout and at analyzeLimit, whichever comes first.
 func (s *Postgres) analyzeFresh(ctx context.Context) {
-	if !s.fp.fresh || s.fp.Fast == 0 || s.failed || ctx.Err() != nil || s.conn.IsClosed() {
+	if !s.fp.fresh || s.fp.Fast == 0 || s.unfinished || ctx.Err() != nil || s.conn.IsClosed() {
 		return
 	}
 	actx, cancel := PageContext(ctx, s.cfg)
+	defer cancel()
+	actx, cancel = context.WithTimeout(actx, analyzeLimit)
 	defer cancel()
 	_, _ = s.conn.Exec(actx, "ANALYZE "+s.qualified()+" ("+pgutil.IdentList("", s.cfg.Sink.Key)+")")
 }

@@ -2,6 +2,7 @@ package sink_test
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -67,4 +68,49 @@ func TestFastPathRun(t *testing.T) {
 	if !same || !slices.Equal(st.Cursor[1:], []string{id}) {
 		t.Fatalf("watermark %v, want the last row (%s, %s)", st.Cursor, ts, id)
 	}
+}
+
+// TestStoppedRunSkipsAnalyze: a run stopped gracefully before it caught up
+// leaves the copy it began to fill to autovacuum (no ANALYZE when the run
+// ends, which a stop would wait for); the next run goes on from the
+// watermark. TestFastPathRun checks that a run that catches up analyzes.
+func TestStoppedRunSkipsAnalyze(t *testing.T) {
+	e := newFastEnv(t, 2000, 300)
+	e.src.Close(context.Background())
+	store, err := watermark.Open(filepath.Join(t.TempDir(), "state.db"), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	ctx := context.Background()
+	lastAnalyze := func() bool {
+		t.Helper()
+		var analyzed bool
+		if err := e.db.Pool.QueryRow(ctx, "SELECT last_analyze IS NOT NULL FROM pg_stat_user_tables WHERE relname = 'copy'").Scan(&analyzed); err != nil {
+			t.Fatal(err)
+		}
+		return analyzed
+	}
+	stop := make(chan struct{})
+	stopAfter := func(pageNo int64) error {
+		if pageNo == 2 {
+			close(stop)
+		}
+		return nil
+	}
+	res, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store, Stop: stop, AfterCommit: stopAfter})
+	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 || !res.Stopped {
+		t.Fatalf("stopped run: %d pages, stopped %v, err %v; want 2 pages and ErrStopped", res.Pages, res.Stopped, err)
+	}
+	var n int
+	if err := e.db.Pool.QueryRow(ctx, "SELECT count(*) FROM copy").Scan(&n); err != nil || n != 600 {
+		t.Fatalf("the copy holds %d rows after two pages of 300 (%v), want 600", n, err)
+	}
+	if lastAnalyze() {
+		t.Fatal("a run stopped before it caught up analyzed the copy")
+	}
+	if _, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store}); err != nil {
+		t.Fatal(err)
+	}
+	sameRows(t, e.db)
 }

@@ -32,7 +32,9 @@ type Postgres struct {
 
 	srcTypes  []page.UserType // the source's user-defined types, see types_ddl.go
 	srcChecks []string        // the source table's check constraints
-	failed    bool            // a page failed or was cancelled: the run did not finish
+	// unfinished is set when a page failed or was cancelled, or the run
+	// said it did not catch up (Unfinished): Close skips the ANALYZE.
+	unfinished bool
 }
 
 // SourceSchemaUser is a sink that creates the source's types and compares
@@ -65,8 +67,12 @@ func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
 // Conn is the sink's connection.
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 
-// Close closes the connection. A run that was stopped (ctx is done) or
-// whose last page failed skips the ANALYZE of a freshly filled copy.
+// Unfinished says that the run did not catch up (see Unfinisher).
+func (s *Postgres) Unfinished() { s.unfinished = true }
+
+// Close closes the connection. A run that was stopped (ctx is done, or it
+// called Unfinished) or whose last page failed skips the ANALYZE of a
+// freshly filled copy.
 func (s *Postgres) Close(ctx context.Context) error {
 	s.analyzeFresh(ctx)
 	return s.conn.Close(context.WithoutCancel(ctx))
@@ -368,7 +374,7 @@ func (s *Postgres) Apply(ctx context.Context, p page.Page) (Result, error) {
 	defer cancel()
 	res, err := s.apply(pctx, p)
 	if err != nil {
-		s.failed = true
+		s.unfinished = true
 		return res, s.explain(pctx, err)
 	}
 	return res, nil

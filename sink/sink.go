@@ -25,6 +25,8 @@ import (
 //     lock is lost exactly when the sink's connection is.
 //   - SourceSchemaUser: the sink is given the source's types and checks
 //     before Prepare.
+//   - Unfinisher: the sink is told, before Close, that the run did not
+//     catch up, and skips closing work worth doing only after one that did.
 type Sink interface {
 	// Prepare checks the destination against the selected source columns and
 	// creates it when it does not exist.
@@ -55,6 +57,17 @@ type LockHolder interface {
 }
 
 var _ LockHolder = (*Postgres)(nil)
+
+// Unfinisher is implemented by a sink whose Close does work worth doing
+// only after a run that caught up (Postgres: the ANALYZE of a copy the run
+// filled from empty). A run that ends otherwise (stopped, gracefully or by
+// force, or failed) calls Unfinished before Close, and Close skips that
+// work: the next run goes on filling the copy, and a stop must not wait.
+type Unfinisher interface {
+	Unfinished()
+}
+
+var _ Unfinisher = (*Postgres)(nil)
 
 // LockConn is s's connection when s is a LockHolder, else nil (the run lock
 // then opens its own connection).

@@ -199,9 +199,16 @@ type runner struct {
 
 // run is one run: open (source, bound, sink, lock, prepare), the page
 // loop, then finish (outside pass, final flush, the kind's after hook).
-func run(ctx context.Context, o Options, log *slog.Logger) (Result, error) {
+func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error) {
 	r := &runner{o: o, c: o.Config, log: log}
 	defer r.close(context.WithoutCancel(ctx))
+	defer func() {
+		// Before the sink closes: a run that did not catch up (a stop,
+		// graceful or forced, or a failure) skips the sink's closing work.
+		if u, ok := r.dst.(sink.Unfinisher); ok && err != nil {
+			u.Unfinished()
+		}
+	}()
 	read, err := r.open(ctx)
 	if err != nil {
 		return r.result(), err

@@ -68,7 +68,9 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		return false, err
 	}
 	dst := r.dst
-	r.closers = append(r.closers, func(ctx context.Context) { _ = dst.Close(ctx) })
+	// The run's own ctx, not the closers' uncancelled one: a forced stop
+	// also cancels the sink's closing work (the ANALYZE of a fresh copy).
+	r.closers = append(r.closers, func(context.Context) { _ = dst.Close(ctx) })
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
 		return false, err
 	}
