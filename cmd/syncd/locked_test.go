@@ -117,6 +117,70 @@ func TestRunOnceFailsOnLockedCopy(t *testing.T) {
 	}
 }
 
+// A page that outlasts sink.page_timeout without waiting for a lock (a
+// trigger on the copy that sleeps; lock_timeout 1s never fires) is
+// cancelled on the server at the deadline: `run --once` exits 1 within
+// seconds with one line naming the copy and sink.page_timeout, the copy
+// and the watermark are as they were, and once the trigger is gone the
+// next run makes the copy equal to the source.
+func TestRunOnceFailsOnSlowPage(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "")+"  lock_timeout: 1s\n  page_timeout: 2s\n")
+	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("first run exited %d: %s", r.code, r.stderr)
+	}
+	src.Exec(t, `UPDATE orders SET name = 'changed', updated_at = updated_at + interval '1 hour' WHERE id % 10 = 0`)
+	before := statusJSON(t, env, cfg)
+	copyBefore := rowsText(t, dst, "orders_copy")
+	dst.Exec(t, `CREATE FUNCTION slow() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN PERFORM pg_sleep(60); RETURN NULL; END$$`)
+	dst.Exec(t, `CREATE TRIGGER slow AFTER INSERT OR UPDATE ON orders_copy FOR EACH STATEMENT EXECUTE FUNCTION slow()`)
+
+	started := time.Now()
+	r := syncd(t, env, "run", "--config", cfg, "--once")
+	took := time.Since(started)
+	if r.code != 1 {
+		t.Fatalf("run with a slow page exited %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if took > 15*time.Second {
+		t.Errorf("run with a slow page took %s with sink.page_timeout 2s (the trigger sleeps 60s)", took)
+	}
+	msg := failureLine(r.stderr)
+	for _, want := range []string{"source orders: ", "applying a page to public.orders_copy did not finish within sink.page_timeout (2s) and was cancelled",
+		"the watermark is where it was", "raise sink.page_timeout"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the failure does not say %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "is locked by another session") {
+		t.Errorf("a slow page was reported as a lock:\n%s", msg)
+	}
+	// The cancelled statement is not left running on the server.
+	var busy int
+	if err := dst.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd' AND state = 'active'`).Scan(&busy); err != nil || busy != 0 {
+		t.Errorf("%d syncd sessions still active on the sink after the run (%v)", busy, err)
+	}
+	after := statusJSON(t, env, cfg)
+	if after.Watermark != before.Watermark {
+		t.Errorf("watermark moved from %s to %s although nothing was written", before.Watermark, after.Watermark)
+	}
+	if after.LastStatus != "failed" || !strings.Contains(after.LastError, "sink.page_timeout") {
+		t.Errorf("status says %q %q, want the failed run and why", after.LastStatus, after.LastError)
+	}
+	if got := rowsText(t, dst, "orders_copy"); got != copyBefore {
+		t.Errorf("the copy changed during the failed run")
+	}
+
+	dst.Exec(t, `DROP TRIGGER slow ON orders_copy`)
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run after the trigger went exited %d: %s", r.code, r.stderr)
+	}
+	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
+		t.Fatalf("copy differs from the source after the trigger went")
+	}
+}
+
 // A page blocked by another session's lock (SHARE mode lets syncd read
 // the copy but not write it) is the page in flight: a second signal ends
 // `run --once` at once (exit 1), well before sink.lock_timeout, and the
