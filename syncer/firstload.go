@@ -296,7 +296,7 @@ func (l *loader) open(ctx context.Context) (*loadConn, error) {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table.Ident, err)
 	}
-	d, err := pgutil.Connect(ctx, c.Sink.DSN, "sink")
+	d, err := sink.Connect(ctx, c) // sink.lock_timeout and statement_timeout
 	if err != nil {
 		s.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -406,7 +406,8 @@ func (l *loader) run(ctx context.Context) error {
 			defer wg.Done()
 			for i := range next {
 				if err := l.chunk(ctx, &l.conns[w], i); err != nil {
-					cancel(err)
+					// A lock timeout names the copy and who holds it.
+					cancel(sink.Explain(ctx, l.conns[w].dst, l.o.Config, []string{l.o.Config.Sink.Ident.String()}, err))
 					return
 				}
 			}
