@@ -84,7 +84,10 @@ func appClockBehind(t *testing.T, lookback string) *fixture {
 	c := f.config(t, f.db.URL, "lookback: "+lookback)
 	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, clock_timestamp(), 'db clock' FROM generate_series(1, 5) g`)
 	f.run(t, c)
-	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) VALUES (6, clock_timestamp() - interval '2 seconds', 'app clock')`)
+	// Stamped 2 s behind the database's clock, and never later than just
+	// behind the watermark: on a slow machine the 2 s alone may already
+	// have passed since rows 1-5, and the row would simply be new.
+	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT 6, least(clock_timestamp() - interval '2 seconds', max(updated_at) - interval '1 millisecond'), 'app clock' FROM src`)
 	f.run(t, c)
 	return f
 }
