@@ -160,6 +160,11 @@ type Sink struct {
 	KeepDeleted bool `yaml:"keep_deleted"`
 	// Campaign names a coupon campaign (type coupon_grants).
 	Campaign string `yaml:"campaign"`
+	// GrantPageSize is how many targets one grant page of a coupon campaign
+	// grants, in one transaction on the sink's server (type coupon_grants;
+	// default DefaultGrantPageSize). source.page_size does not size grant
+	// pages: their keys never travel through syncd.
+	GrantPageSize int `yaml:"grant_page_size"`
 }
 
 // Reconcile schedules a value-level reconcile from the daemon.
