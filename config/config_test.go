@@ -72,6 +72,39 @@ sink: {dsn: y, table: orders_copy}
 }
 
 // Each bad input names the file, the line and the key, and is an ErrInvalid.
+// coupon is a campaign without sink.grant_page_size.
+const coupon = `name: comeback
+source:
+  dsn: postgres://u@127.0.0.1/src
+  table: public.members
+  cursor: [member_id]
+  where: "last_purchase_at < :as_of - interval '180 days'"
+  page_size: 500
+sink:
+  type: coupon_grants
+  dsn: postgres://u@127.0.0.1/src
+  table: public.coupon_grants
+  campaign: comeback-2026-10
+`
+
+// TestGrantPageSize: a campaign's grant pages default to
+// DefaultGrantPageSize whatever source.page_size says, and take
+// sink.grant_page_size when it is set.
+func TestGrantPageSize(t *testing.T) {
+	for _, tc := range []struct {
+		extra string
+		want  int
+	}{{"", DefaultGrantPageSize}, {"  grant_page_size: 1000\n", 1000}} {
+		c, err := Parse("c.yaml", []byte(coupon+tc.extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Source.PageSize != 500 || c.Sink.GrantPageSize != tc.want {
+			t.Fatalf("%q: page_size %d, grant_page_size %d; want 500 and %d", tc.extra, c.Source.PageSize, c.Sink.GrantPageSize, tc.want)
+		}
+	}
+}
+
 func TestErrorsNameFileLineKey(t *testing.T) {
 	t.Setenv("SYNCD_TEST_SET", "postgres://x")
 	cases := []struct {
@@ -104,6 +137,9 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 			`c.yaml:12: source.first_load.chunk_size: want a size such as 16MB, 512kB or 1GB, got "big"`},
 		{"first_load chunk below a page", strings.Replace(valid, "  page_size: 500", "  page_size: 500\n  first_load:\n    chunk_size: 1kB", 1),
 			`c.yaml:12: source.first_load.chunk_size: 1kB is below one 8kB page; use for example 16MB`},
+		{"grant_page_size on a table copy", valid + "  grant_page_size: 100\n", `c.yaml:16: sink.grant_page_size: only a coupon_grants sink has grant pages`},
+		{"grant_page_size zero", coupon + "  grant_page_size: 0\n", `c.yaml:13: sink.grant_page_size: 0 is out of range; use 1 to 1000000`},
+		{"grant_page_size too big", coupon + "  grant_page_size: 1000001\n", `c.yaml:13: sink.grant_page_size: 1000001 is out of range`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

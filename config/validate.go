@@ -21,7 +21,7 @@ const (
 	// through syncd, so the size costs no memory), and each page is one
 	// durable commit, so pages of tiny grant rows are large.
 	DefaultGrantPageSize = 50_000
-	DefaultLookback = 5 * time.Second
+	DefaultLookback      = 5 * time.Second
 	// DefaultFirstLoadChunk and DefaultFirstLoadMinTable are the defaults
 	// of source.first_load.chunk_size and min_table_size; a first load
 	// runs at most MaxFirstLoadWorkers workers unless first_load.workers
