@@ -170,6 +170,12 @@ type Sink struct {
 	// PageTimeout is the deadline of applying one page, its commit
 	// included; 0 is none.
 	PageTimeout Duration `yaml:"page_timeout"`
+	// GrantPageSize is how many targets one grant page of a coupon campaign
+	// grants, in one transaction on the sink's server (type coupon_grants;
+	// default: source.page_size when the file sets it, else
+	// DefaultGrantPageSize, larger than a table page because the grants'
+	// keys never travel through syncd).
+	GrantPageSize int `yaml:"grant_page_size"`
 }
 
 // Reconcile schedules a value-level reconcile from the daemon.

@@ -72,6 +72,47 @@ sink: {dsn: y, table: orders_copy}
 }
 
 // Each bad input names the file, the line and the key, and is an ErrInvalid.
+// coupon is a campaign without sink.grant_page_size.
+const coupon = `name: comeback
+source:
+  dsn: postgres://u@127.0.0.1/src
+  table: public.members
+  cursor: [member_id]
+  where: "last_purchase_at < :as_of - interval '180 days'"
+  page_size: 500
+sink:
+  type: coupon_grants
+  dsn: postgres://u@127.0.0.1/src
+  table: public.coupon_grants
+  campaign: comeback-2026-10
+`
+
+// TestGrantPageSize: a campaign's grant pages take sink.grant_page_size
+// when it is set, else source.page_size when the file sets it (files
+// written before grant_page_size keep their page size), else
+// DefaultGrantPageSize.
+func TestGrantPageSize(t *testing.T) {
+	noPageSize := strings.Replace(coupon, "  page_size: 500\n", "", 1)
+	for _, tc := range []struct {
+		file     string
+		pageSize int
+		want     int
+	}{
+		{coupon, 500, 500},
+		{coupon + "  grant_page_size: 1000\n", 500, 1000},
+		{noPageSize, DefaultPageSize, DefaultGrantPageSize},
+		{noPageSize + "  grant_page_size: 7\n", DefaultPageSize, 7},
+	} {
+		c, err := Parse("c.yaml", []byte(tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Source.PageSize != tc.pageSize || c.Sink.GrantPageSize != tc.want {
+			t.Fatalf("%s: page_size %d, grant_page_size %d; want %d and %d", tc.file, c.Source.PageSize, c.Sink.GrantPageSize, tc.pageSize, tc.want)
+		}
+	}
+}
+
 func TestErrorsNameFileLineKey(t *testing.T) {
 	t.Setenv("SYNCD_TEST_SET", "postgres://x")
 	cases := []struct {
@@ -110,6 +151,9 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 		{"statement_timeout too long", valid + "  statement_timeout: 1000h\n", `c.yaml:16: sink.statement_timeout: 1000h0m0s is more than PostgreSQL takes`},
 		{"page_timeout within lock_timeout", valid + "  page_timeout: 10s\n", `c.yaml:16: sink.page_timeout: sink.lock_timeout 30s is not shorter than sink.page_timeout 10s`},
 		{"lock_timeout none with a page deadline", valid + "  lock_timeout: 0\n", `c.yaml:16: sink.lock_timeout: sink.lock_timeout 0 (no limit) is not shorter than sink.page_timeout 10m0s`},
+		{"grant_page_size on a table copy", valid + "  grant_page_size: 100\n", `c.yaml:16: sink.grant_page_size: only a coupon_grants sink has grant pages`},
+		{"grant_page_size zero", coupon + "  grant_page_size: 0\n", `c.yaml:13: sink.grant_page_size: 0 is out of range; use 1 to 1000000`},
+		{"grant_page_size too big", coupon + "  grant_page_size: 1000001\n", `c.yaml:13: sink.grant_page_size: 1000001 is out of range`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,13 @@ import (
 // Defaults applied when a key is absent.
 const (
 	DefaultPageSize = 1000
-	DefaultLookback = 5 * time.Second
+	// DefaultGrantPageSize is the targets one grant page of a coupon
+	// campaign grants when sink.grant_page_size is not set: the grants are
+	// inserted by one statement on the sink's server (no key travels
+	// through syncd, so the size costs no memory), and each page is one
+	// durable commit, so pages of tiny grant rows are large.
+	DefaultGrantPageSize = 50_000
+	DefaultLookback      = 5 * time.Second
 	// DefaultFirstLoadChunk and DefaultFirstLoadMinTable are the defaults
 	// of source.first_load.chunk_size and min_table_size; a first load
 	// runs at most MaxFirstLoadWorkers workers unless first_load.workers
@@ -224,6 +230,9 @@ func (c *Config) checkSink() error {
 		if asOf {
 			return c.Errorf("source.where", ":as_of is bound only for a coupon_grants sink")
 		}
+		if _, ok := c.Lines["sink.grant_page_size"]; ok {
+			return c.Errorf("sink.grant_page_size", "only a coupon_grants sink has grant pages; remove it (source.page_size sizes a table copy's pages)")
+		}
 		if k.KeepDeleted && c.Source.DeletedColumn == "" {
 			return c.Errorf("sink.keep_deleted", "needs source.deleted_column to know which rows are deleted")
 		}
@@ -248,6 +257,17 @@ func (c *Config) checkSink() error {
 		}
 		if k.KeepDeleted || c.Source.DeletedColumn != "" {
 			return c.Errorf("sink.keep_deleted", "soft deletes do not apply to coupon grants")
+		}
+		if _, ok := c.Lines["sink.grant_page_size"]; !ok {
+			k.GrantPageSize = DefaultGrantPageSize
+			// A campaign file written before grant_page_size keeps the
+			// page size it asked for.
+			if _, set := c.Lines["source.page_size"]; set {
+				k.GrantPageSize = c.Source.PageSize
+			}
+		}
+		if k.GrantPageSize < 1 || k.GrantPageSize > 1_000_000 {
+			return c.Errorf("sink.grant_page_size", "%d is out of range; use 1 to 1000000", k.GrantPageSize)
 		}
 	default:
 		return c.Errorf("sink.type", "%q: use postgres or coupon_grants", k.Type)

@@ -38,7 +38,8 @@ sink:
   dsn: %s
   table: grants.region_coupons
   campaign: %s
-`, src.URL, where, pageSize, sink.URL, campaignID)
+  grant_page_size: %d
+`, src.URL, where, pageSize, sink.URL, campaignID, pageSize)
 }
 
 func keyRows(t *testing.T, db *pgtest.DB, q string) []string {

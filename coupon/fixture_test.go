@@ -96,7 +96,8 @@ sink:
   dsn: %s
   table: public.coupon_grants
   campaign: %s
-`, src.URL, dormantWhere, pageSize, sink.URL, campaignID)
+  grant_page_size: %d
+`, src.URL, dormantWhere, pageSize, sink.URL, campaignID, pageSize)
 }
 
 func parseConfig(t *testing.T, yaml string) *config.Config {

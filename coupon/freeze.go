@@ -225,6 +225,11 @@ func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, e
 	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
 		return false, err
 	}
+	// Durable whatever the sink's synchronous_commit: a crash must not let
+	// a later run freeze again at another as_of.
+	if err := pgutil.Durable(ctx, tx); err != nil {
+		return false, err
+	}
 	return true, tx.Commit(ctx)
 }
 
@@ -275,6 +280,11 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 		return false, err
 	}
 	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
+		return false, err
+	}
+	// Durable whatever the sink's synchronous_commit: a crash must not let
+	// a later run freeze again at another as_of.
+	if err := pgutil.Durable(ctx, tx); err != nil {
 		return false, err
 	}
 	return true, tx.Commit(ctx)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -27,7 +28,9 @@ type Grants struct {
 	written  int64         // new grants made through this sink
 	test     *plan.TestSignals
 
-	grantSQL, progressSQL, pageSQL, firstSQL string
+	grantSQL, progressSQL           string
+	spanSQL, firstSpanSQL           [2]string // around the LIMIT
+	spanGrantSQL, firstSpanGrantSQL string
 }
 
 var _ sink.Sink = (*Grants)(nil)
@@ -129,10 +132,48 @@ func (g *Grants) build() {
 		after[i] = g.cast(i+2, i)
 		cols[i] = pgutil.Ident(names[i])
 	}
+	// A span is at most LIMIT targets after the key $2.. (none: from the
+	// first), read from the primary key in order; the row returned is its
+	// last key with the number of targets in it.
 	sel := "SELECT " + list + " FROM " + g.t.targets + " WHERE campaign_id = $1"
 	order := " ORDER BY " + list + " LIMIT "
-	g.firstSQL = sel + order
-	g.pageSQL = sel + " AND " + keyTuple(cols) + " > " + keyTuple(after) + order
+	desc := make([]string, n)
+	texts := make([]string, n)
+	for i := range g.keys {
+		desc[i] = "s." + cols[i] + " DESC" // s.: the column, not the output's text
+		texts[i] = cols[i] + "::text"
+	}
+	span := func(where string) [2]string {
+		return [2]string{"SELECT " + strings.Join(texts, ", ") + ", count(*) OVER () FROM (" + sel + where + order,
+			") s ORDER BY " + strings.Join(desc, ", ") + " LIMIT 1"}
+	}
+	g.firstSpanSQL = span("")
+	g.spanSQL = span(" AND " + keyTuple(cols) + " > " + keyTuple(after))
+
+	// A span's grants: one INSERT ... SELECT from the frozen targets up to
+	// its last key ($2..) after the key it starts after ($n+2..), in key
+	// order (two runs at once lock the keys in the same order), ON
+	// CONFLICT DO NOTHING. No key travels through syncd.
+	upTo := make([]string, n)
+	from := make([]string, n)
+	for i := range g.keys {
+		upTo[i] = g.cast(i+2, i)
+		from[i] = g.cast(n+i+2, i)
+	}
+	ins := "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + pgutil.IdentList("t.", names) +
+		", now() FROM " + g.t.targets + " t WHERE t.campaign_id = $1 AND " + keyTuple(prefixed("t.", cols)) + " <= " + keyTuple(upTo)
+	conflict := " ORDER BY " + pgutil.IdentList("t.", names) + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
+	g.firstSpanGrantSQL = ins + conflict
+	g.spanGrantSQL = ins + " AND " + keyTuple(prefixed("t.", cols)) + " > " + keyTuple(from) + conflict
+}
+
+// prefixed returns each of cols with prefix before it.
+func prefixed(prefix string, cols []string) []string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = prefix + c
+	}
+	return out
 }
 
 // keysOf returns the key values of a page as one text array per key column,
@@ -154,15 +195,17 @@ func (g *Grants) keysOf(p page.Page) ([][]string, []string) {
 // Apply grants the page's keys in one transaction together with the
 // campaign's progress cursor: INSERT ... ON CONFLICT (campaign_id, key) DO
 // NOTHING, so a key granted before (by an earlier run, a run at the same
-// time or an earlier batch) is left as it is. Written counts new grants.
-// The commit is durable (pgutil.DurableSQL), so the progress cursor, the
-// state file and the log never get ahead of the grants on disk.
+// time or an earlier batch) is left as it is. A page with a span (a run's
+// grant page, see ReadSpan) carries no keys: its targets are granted by one
+// INSERT ... SELECT from the targets table on the server. Written counts
+// new grants. The commit is durable (pgutil.DurableSQL), so the progress
+// cursor, the state file and the log never get ahead of the grants on disk.
 //
 // The page is applied within sink.page_timeout; when ctx ends or the
 // deadline passes, the statement in flight is cancelled and the page rolls
 // back.
 func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
-	if len(p.Rows) == 0 {
+	if p.Len() == 0 {
 		return sink.Result{}, nil
 	}
 	if ctx.Err() != nil {
@@ -175,10 +218,18 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 }
 
 func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
-	arrays, last := g.keysOf(p)
-	grantArgs := []any{g.campaign}
-	for _, a := range arrays {
-		grantArgs = append(grantArgs, a)
+	var grantSQL string
+	var grantArgs []any
+	last := p.Last
+	if p.Span != nil {
+		grantSQL, grantArgs = g.spanGrant(p)
+	} else {
+		var arrays [][]string
+		arrays, last = g.keysOf(p)
+		grantSQL, grantArgs = g.grantSQL, []any{g.campaign}
+		for _, a := range arrays {
+			grantArgs = append(grantArgs, a)
+		}
 	}
 	progressArgs := []any{g.campaign, last}
 	for _, v := range last {
@@ -191,7 +242,7 @@ func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
 		// the sink's server whatever synchronous_commit its configuration
 		// sets (pgutil.DurableSQL).
 		b := &pgx.Batch{}
-		b.Queue(g.grantSQL, grantArgs...).Exec(func(tag pgconn.CommandTag) error {
+		b.Queue(grantSQL, grantArgs...).Exec(func(tag pgconn.CommandTag) error {
 			res.Written = tag.RowsAffected()
 			return nil
 		})
@@ -212,36 +263,52 @@ func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	return res, nil
 }
 
-// ReadTargets reads at most limit frozen targets after the key after (nil:
-// from the first), in key order, as a page of key columns.
-func (g *Grants) ReadTargets(ctx context.Context, after []string, limit int) (page.Page, error) {
-	q := g.pageSQL
+// spanGrant is the statement that grants the targets of a span page and
+// its arguments.
+func (g *Grants) spanGrant(p page.Page) (string, []any) {
+	args := []any{g.campaign}
+	for _, v := range p.Last {
+		args = append(args, v)
+	}
+	if p.Span.After == nil {
+		return g.firstSpanGrantSQL, args
+	}
+	for _, v := range p.Span.After {
+		args = append(args, v)
+	}
+	return g.spanGrantSQL, args
+}
+
+// ReadSpan reads where the next grant page ends: the last of at most limit
+// frozen targets after the key after (nil: from the first), in key order,
+// and how many targets that is. The page it returns carries no keys (its
+// Span says the range): Apply grants them on the server.
+func (g *Grants) ReadSpan(ctx context.Context, after []string, limit int) (page.Page, error) {
+	q := g.spanSQL
 	params := [][]byte{[]byte(g.campaign)}
 	if after == nil {
-		q = g.firstSQL
+		q = g.firstSpanSQL
 	}
 	for _, v := range after {
 		params = append(params, []byte(v))
 	}
-	q += fmt.Sprint(limit)
-	var p page.Page
-	rr := g.conn.PgConn().ExecParams(ctx, q, params, nil, nil, nil)
+	p := page.Page{Span: &page.Span{After: after}}
+	rr := g.conn.PgConn().ExecParams(ctx, q[0]+strconv.Itoa(limit)+q[1], params, nil, nil, nil)
 	for rr.NextRow() {
 		vals := rr.Values()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			row[i] = slices.Clone(v)
+		p.Last = make([]string, len(g.keys))
+		for i := range g.keys {
+			p.Last[i] = string(vals[i])
 		}
-		p.Rows = append(p.Rows, row)
+		n, err := strconv.Atoi(string(vals[len(g.keys)]))
+		if err != nil {
+			rr.Close()
+			return page.Page{}, fmt.Errorf("read targets of campaign %s from %s: count %q: %w", g.campaign, g.t.targets, vals[len(g.keys)], err)
+		}
+		p.Span.Count = n
 	}
 	if _, err := rr.Close(); err != nil {
 		return page.Page{}, fmt.Errorf("read targets of campaign %s from %s: %w", g.campaign, g.t.targets, err)
-	}
-	if n := len(p.Rows); n > 0 {
-		p.Last = make([]string, len(g.keys))
-		for i := range g.keys {
-			p.Last[i] = string(p.Rows[n-1][i])
-		}
 	}
 	return p, nil
 }
@@ -265,16 +332,4 @@ func (g *Grants) advances(ctx context.Context, a, b []string) (bool, error) {
 		return false, fmt.Errorf("compare keys of campaign %s: %w", g.campaign, err)
 	}
 	return ok, nil
-}
-
-// flush makes every earlier commit to the sink database durable (the
-// freeze, in particular): a durable commit that writes WAL (it rewrites the
-// campaign row unchanged) waits for the WAL flush up to its own commit
-// record, which covers them all. A commit that writes no WAL (SELECT
-// txid_current() alone) would flush nothing.
-func (g *Grants) flush(ctx context.Context) error {
-	if _, err := pgutil.ExecDurable(ctx, g.conn, "UPDATE "+g.t.campaigns+" SET updated_at = updated_at WHERE campaign_id = $1", g.campaign); err != nil {
-		return fmt.Errorf("flush the freeze of campaign %s: %w", g.campaign, err)
-	}
-	return nil
 }

@@ -59,6 +59,7 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 		Hooks:    r,
 		Record:   func(st *watermark.State) { st.Campaign = g.campaign },
 		Campaign: r.stats,
+		PageSize: c.Sink.GrantPageSize,
 		Close: func(ctx context.Context) {
 			if r.src != nil {
 				r.src.Close(ctx)
@@ -85,23 +86,21 @@ func (r *campaignRun) Before(ctx context.Context) (err error) {
 	}
 	r.stats.AsOf, r.stats.Frozen = camp.AsOf, camp.Frozen
 	if camp.Frozen {
-		// Whatever the sink's synchronous_commit, the frozen targets are on
-		// disk before the campaign is reported frozen: a crash must not let
-		// a later run freeze again at another as_of.
-		if err := g.flush(ctx); err != nil {
-			return err
-		}
+		// The freeze committed durably (whatever the sink's
+		// synchronous_commit) before the campaign is reported frozen.
 		r.log.Info("campaign frozen", "campaign", camp.ID, "as_of", camp.AsOf.UTC().Format(time.RFC3339Nano), "targets", camp.Targets)
 	}
 	r.after = camp.Cursor
 	return nil
 }
 
-// Next reads the frozen targets after the last key read.
+// Next reads where the next grant page ends: at most limit frozen targets
+// after the last key read. The page carries no keys; Apply grants its span
+// on the sink's server.
 func (r *campaignRun) Next(ctx context.Context, limit int) (_ page.Page, _ bool, err error) {
 	defer func() { err = r.g.explain(ctx, err) }()
 	g := r.g
-	p, err := g.ReadTargets(ctx, r.after, limit)
+	p, err := g.ReadSpan(ctx, r.after, limit)
 	if err != nil || p.Len() == 0 {
 		return p, false, err
 	}

@@ -24,7 +24,25 @@ type Page struct {
 	// the sink asked for it (sink.BinaryWriter) and every column's type is
 	// built in and the same on both sides.
 	Binary bool
+	// Span, when set, is a page whose rows stay in the sink's database: it
+	// stands for the Span.Count rows after Span.After up to Last, and Rows
+	// is empty (a coupon campaign's grant page, granted by one statement on
+	// the sink's server from its frozen targets).
+	Span *Span
+}
+
+// Span is the key range of a page whose rows are not carried (Page.Span).
+type Span struct {
+	// After is the key the range starts after (nil: from the first row).
+	After []string
+	// Count is the number of rows in the range, up to and including Last.
+	Count int
 }
 
 // Len is the number of rows in the page.
-func (p *Page) Len() int { return len(p.Rows) }
+func (p *Page) Len() int {
+	if p.Span != nil {
+		return p.Span.Count
+	}
+	return len(p.Rows)
+}

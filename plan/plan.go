@@ -53,6 +53,9 @@ type Plan struct {
 	// Close releases what the plan holds besides Sink (which the run
 	// closes); nil: nothing.
 	Close func(ctx context.Context)
+	// PageSize is the most rows the run asks Reader.Next for (0:
+	// source.page_size); a campaign's grant pages have their own size.
+	PageSize int
 }
 
 // Counts compares the grants of a campaign with its frozen targets.

@@ -311,6 +311,9 @@ func (r *runner) newMarks(prog *progress, record func(*watermark.State)) *marks 
 // a stop or an error.
 func (r *runner) loop(ctx context.Context) error {
 	limit := r.c.Source.PageSize
+	if r.plan != nil && r.plan.PageSize > 0 {
+		limit = r.plan.PageSize
+	}
 	for {
 		select {
 		case <-r.o.Stop:

@@ -44,7 +44,8 @@ sink:
   dsn: %s
   table: public.coupon_grants
   campaign: %s
-`, name, srcDSN, pageSize, sinkDSN, campaign)
+  grant_page_size: %d
+`, name, srcDSN, pageSize, sinkDSN, campaign, pageSize)
 }
 
 // shopChurn changes members until ctx ends the way a live shop does: dormant

@@ -1,0 +1,156 @@
+package coupon_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/syncer"
+)
+
+// TestGrantPagesEndAtTheirLastTarget: each grant page (granted on the
+// server, no key travels) covers exactly the next sink.grant_page_size
+// targets in key order, even where the keys' text order differs from
+// their order (999 sorts after 1000 as text): its row count and the
+// watermark after it are the size-th target's, and the run reads each
+// target once.
+func TestGrantPagesEndAtTheirLastTarget(t *testing.T) {
+	t.Parallel()
+	const size = 997
+	db, want, cfg, store := campaignSetup(t, size)
+	var rows []int64
+	var cursors []string
+	res, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet,
+		OnPage: func(p syncer.PageStats) {
+			rows = append(rows, p.Rows)
+			cursors = append(cursors, strings.Join(p.Cursor, ","))
+		}})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	checkExact(t, db, want)
+	n := int64(len(want))
+	if res.Pages != pagesFor(n, size) || res.Rows != n || res.Written != n {
+		t.Fatalf("run: %d pages, %d targets read, %d new grants; want %d, %d, %d", res.Pages, res.Rows, res.Written, pagesFor(n, size), n, n)
+	}
+	for i := range rows {
+		end := min((i+1)*size, len(want))
+		if wantRows := int64(end - i*size); rows[i] != wantRows || cursors[i] != strconv.FormatInt(want[end-1], 10) {
+			t.Fatalf("page %d: %d targets, watermark %s; want %d targets ending at target %d (%d)", i+1, rows[i], cursors[i], wantRows, end, want[end-1])
+		}
+	}
+	if _, cursor := storedCampaign(t, db); !slices.Equal(cursor, []string{strconv.FormatInt(want[len(want)-1], 10)}) {
+		t.Fatalf("progress cursor %v; want the last target %d", cursor, want[len(want)-1])
+	}
+}
+
+// TestGrantPagesDefaultToTheirOwnSize: with neither sink.grant_page_size
+// nor source.page_size in the file, a campaign's grant pages are
+// config.DefaultGrantPageSize targets, not a table page's 1,000: the 8,000
+// targets are one page.
+func TestGrantPagesDefaultToTheirOwnSize(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	want := newMembers(t, db)
+	yaml := strings.NewReplacer("  grant_page_size: 50\n", "", "  page_size: 50\n", "").Replace(configYAML(db, db, 50))
+	cfg := parseConfig(t, yaml)
+	if cfg.Source.PageSize != config.DefaultPageSize || cfg.Sink.GrantPageSize != config.DefaultGrantPageSize {
+		t.Fatalf("page_size %d, grant_page_size %d; want %d and %d", cfg.Source.PageSize, cfg.Sink.GrantPageSize, config.DefaultPageSize, config.DefaultGrantPageSize)
+	}
+	res, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	checkExact(t, db, want)
+	if n := int64(len(want)); res.Pages != 1 || res.Rows != n || res.Written != n {
+		t.Fatalf("run: %d pages, %d targets read, %d new grants; want 1, %d, %d", res.Pages, res.Rows, res.Written, n, n)
+	}
+}
+
+// TestKillInsideAGrantPage kills the real binary (SIGKILL) while its
+// second grant page's INSERT ... SELECT runs on the server (held there by
+// another transaction that inserted one of that page's grants and has not
+// committed), then lets the INSERT finish: the killed run's page never
+// commits (no COMMIT arrives), the grants are exactly the first page's, the
+// progress cursor is the first page's last target, and a re-run grants
+// every target once.
+func TestKillInsideAGrantPage(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const size = 1000
+	db := pgtest.NewDB(t)
+	want := newMembers(t, db)
+	cfgPath := writeConfig(t, configYAML(db, db, size))
+	statePath := filepath.Join(t.TempDir(), "state.db")
+
+	// The grants table as the run would create it, with one key of page 2
+	// inserted by a transaction that stays open.
+	db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
+  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id))`)
+	blocker, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(context.WithoutCancel(ctx))
+	held := want[size+size/2] // inside page 2
+	if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, held); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd, out := syncd(t, cfgPath, statePath)
+	var pid int
+	deadline := time.Now().Add(60 * time.Second)
+	for pid == 0 && time.Now().Before(deadline) {
+		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+  AND query LIKE 'INSERT INTO %' AND query LIKE '%coupon_grants_targets%'`).Scan(&pid)
+		if err != nil && err != pgx.ErrNoRows {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if pid == 0 {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		t.Fatalf("the run's second grant page never waited on key %d\n%s", held, out)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+		t.Fatalf("syncd was not killed inside the page: %v\n%s", err, out)
+	}
+	// The page's INSERT goes on once the blocker is gone; the session then
+	// finds its client gone and rolls the page back.
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for gone := false; !gone; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the killed run's session %d is still there", pid)
+		}
+		if err := db.Pool.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&gone); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	checkExact(t, db, want[:size])
+	if _, cursor := storedCampaign(t, db); !slices.Equal(cursor, []string{fmt.Sprint(want[size-1])}) {
+		t.Fatalf("progress cursor %v after the kill; want the first page's last target %d", cursor, want[size-1])
+	}
+
+	cmd, out = syncd(t, cfgPath, statePath)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("re-run after the kill: exit %d\n%s", exitCode(err), out)
+	}
+	checkExact(t, db, want)
+	if got := newGrants(out.String()); got != strconv.Itoa(len(want)-size) {
+		t.Fatalf("re-run made %s new grants; want %d (the targets after the first page)", got, len(want)-size)
+	}
+}
