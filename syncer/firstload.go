@@ -1,6 +1,7 @@
 package syncer
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -567,7 +568,15 @@ func pipe(ctx context.Context, src *pgx.Conn, out string, dst *pgx.Conn, in stri
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := src.PgConn().CopyTo(ctx, pw, out)
+		// CopyTo writes one row per Write; through an unbuffered pipe each
+		// would become its own CopyData message to the sink and its own
+		// hand-over between the goroutines. Buffered, the sink gets 64 kB
+		// messages.
+		bw := bufio.NewWriterSize(pw, 256<<10)
+		_, err := src.PgConn().CopyTo(ctx, bw, out)
+		if err == nil {
+			err = bw.Flush()
+		}
 		pw.CloseWithError(err) // nil: EOF
 		done <- err
 	}()
