@@ -28,6 +28,9 @@ type fixture struct {
 	dir   string
 	logs  *syncBuffer
 	name  string
+	// aheadWait and holdWarn are the run's Options.AheadWait and
+	// Options.HoldWarnAfter (zero: the defaults).
+	aheadWait, holdWarn time.Duration
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -87,11 +90,16 @@ func (f *fixture) load(t *testing.T, file, table, cursor, sourceDSN string, keys
 func (f *fixture) run(t *testing.T, c *config.Config) syncer.Result {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	res, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log})
+	res, err := syncer.Run(context.Background(), f.options(c, log))
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, f.logs)
 	}
 	return res
+}
+
+// options are the options of a run of c by the fixture.
+func (f *fixture) options(c *config.Config, log *slog.Logger) syncer.Options {
+	return syncer.Options{Config: c, Store: f.store, Logger: log, AheadWait: f.aheadWait, HoldWarnAfter: f.holdWarn}
 }
 
 func (f *fixture) watermark(t *testing.T) []string {
