@@ -3,8 +3,11 @@ package daemon_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +43,29 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Count returns how many JSON records have message msg and, for each
+// key/value pair of attrs, that attribute with that value (compared as
+// text).
+func (s *syncBuffer) Count(msg string, attrs ...any) int {
+	n := 0
+	for _, l := range strings.Split(s.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(l), &rec) != nil || rec["msg"] != msg {
+			continue
+		}
+		ok := true
+		for i := 0; i+1 < len(attrs); i += 2 {
+			if fmt.Sprint(rec[fmt.Sprint(attrs[i])]) != fmt.Sprint(attrs[i+1]) {
+				ok = false
+			}
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
 }
 
 // startDaemon runs daemon.Run on the configs of path with a fast backoff;
