@@ -27,7 +27,7 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 	addr := freeAddr(t)
 	p := start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 20*time.Second, "the first run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	eventually(t, 20*time.Second, "the first run", func() bool { return p.records("run done") > 0 })
 
 	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
 	if code != 0 {
@@ -141,7 +141,7 @@ func TestResyncDuringRunTakesEffectAtRunEnd(t *testing.T) {
 		st := d.state(t, "orders")
 		return st.Cursor != nil && f.count(t, "copy") > before+20
 	})
-	eventually(t, 20*time.Second, "the run to end", func() bool { return strings.Contains(d.logs.String(), `"msg":"run done"`) })
+	eventually(t, 20*time.Second, "the run to end", func() bool { return d.logs.Count("run done") > 0 })
 	f.requireEqual(t, "src", "copy")
 	eventually(t, 5*time.Second, "the resync to apply", func() bool {
 		st := d.state(t, "orders")

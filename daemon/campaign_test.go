@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/daemon"
 )
 
 // Starting the daemon runs table sources at once to catch up, but never a
@@ -33,9 +35,13 @@ sink:
 	if err := os.WriteFile(filepath.Join(f.dir, "comeback.yaml"), []byte(campaign), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, f.dir, nil)
+	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = newFakeClock() })
 	eventually(t, 20*time.Second, "the table source's start-up run", func() bool { return f.diff(t, "src", "copy") == 0 })
-	time.Sleep(time.Second)
+	// The stop waits for every run the start began: after it, a campaign
+	// run started with the daemon would have left its grants.
+	if err := d.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
 	if n := f.count(t, "public.coupon_grants"); n != 0 {
 		t.Fatalf("the daemon's start granted %d coupons; a campaign must wait for its schedule", n)
 	}

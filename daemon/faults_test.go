@@ -125,6 +125,8 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	if err := cl.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
+	// The server stays down for a second: the outage is the scenario, the
+	// run's retries must outlast it.
 	time.Sleep(time.Second)
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)

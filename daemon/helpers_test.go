@@ -229,6 +229,10 @@ func (p *proc) output() string {
 	return p.out.String()
 }
 
+// records says how many JSON records of the output have message msg and
+// the attributes (key, value, ...).
+func (p *proc) records(msg string, attrs ...any) int { return countRecords(p.output(), msg, attrs...) }
+
 // count says how many times s occurs in the output.
 func (p *proc) count(s string) int { return strings.Count(p.output(), s) }
 

@@ -79,7 +79,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	addr := freeAddr(t)
 	env := []string{"SYNCD_ADMIN_TOKEN=" + token}
 	p := start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 20*time.Second, "the first run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	eventually(t, 20*time.Second, "the first run", func() bool { return p.records("run done") > 0 })
 	im := startImpostor(t, addr, state)
 
 	for _, args := range [][]string{
@@ -140,7 +140,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 		t.Fatalf("the killed daemon's socket is gone (%v); the test needs a stale one", err)
 	}
 	p = start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
-	eventually(t, 20*time.Second, "the second daemon's run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	eventually(t, 20*time.Second, "the second daemon's run", func() bool { return p.records("run done") > 0 })
 	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state)
 	if code != 0 || !strings.Contains(out, "orders") {
 		t.Fatalf("status after a restart over a stale socket: exit %d, stdout %q, stderr %q", code, out, errOut)

@@ -45,27 +45,56 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// Count returns how many JSON records have message msg and, for each
-// key/value pair of attrs, that attribute with that value (compared as
-// text).
-func (s *syncBuffer) Count(msg string, attrs ...any) int {
-	n := 0
-	for _, l := range strings.Split(s.String(), "\n") {
+// Count returns how many records have message msg and the attributes
+// (see countRecords).
+func (s *syncBuffer) Count(msg string, attrs ...any) int { return countRecords(s.String(), msg, attrs...) }
+
+// records returns the JSON log records among the lines of out, in order.
+func records(out string) []map[string]any {
+	var recs []map[string]any
+	for _, l := range strings.Split(out, "\n") {
 		var rec map[string]any
-		if json.Unmarshal([]byte(l), &rec) != nil || rec["msg"] != msg {
-			continue
+		if json.Unmarshal([]byte(l), &rec) == nil {
+			recs = append(recs, rec)
 		}
-		ok := true
-		for i := 0; i+1 < len(attrs); i += 2 {
-			if fmt.Sprint(rec[fmt.Sprint(attrs[i])]) != fmt.Sprint(attrs[i+1]) {
-				ok = false
-			}
+	}
+	return recs
+}
+
+// match reports whether rec has message msg (any message when "") and, for each key/value pair
+// of attrs, that attribute with that value (compared as text).
+func match(rec map[string]any, msg string, attrs ...any) bool {
+	if msg != "" && rec["msg"] != msg {
+		return false
+	}
+	for i := 0; i+1 < len(attrs); i += 2 {
+		if fmt.Sprint(rec[fmt.Sprint(attrs[i])]) != fmt.Sprint(attrs[i+1]) {
+			return false
 		}
-		if ok {
+	}
+	return true
+}
+
+// countRecords returns how many JSON records of out match msg and attrs.
+func countRecords(out, msg string, attrs ...any) int {
+	n := 0
+	for _, rec := range records(out) {
+		if match(rec, msg, attrs...) {
 			n++
 		}
 	}
 	return n
+}
+
+// findRecord returns the first JSON record of out that matches msg and
+// attrs.
+func findRecord(out, msg string, attrs ...any) (map[string]any, bool) {
+	for _, rec := range records(out) {
+		if match(rec, msg, attrs...) {
+			return rec, true
+		}
+	}
+	return nil, false
 }
 
 // startDaemon runs daemon.Run on the configs of path with a fast backoff;

@@ -28,7 +28,7 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	copyThenResync(t, path, state)
 	addr := freeAddr(t)
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 30*time.Second, "three runs", func() bool { return p.count(`"msg":"run done"`) >= 3 })
+	eventually(t, 30*time.Second, "three runs", func() bool { return p.records("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")
 	m := scrape(t, addr)
@@ -112,8 +112,8 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
-	eventually(t, 20*time.Second, "run started", func() bool { return p.count(`"msg":"run started"`) == 1 })
-	if !strings.Contains(p.output(), `"from":"the start"`) {
+	eventually(t, 20*time.Second, "run started", func() bool { return p.records("run started") == 1 })
+	if p.records("run started", "from", "the start") != 1 {
 		t.Errorf("the run started line does not say it starts from the start")
 	}
 	var st ops.Status
@@ -129,22 +129,16 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "running: 0 rows from the start") {
 		t.Errorf("status table while running: exit %d: %s%s", code, out, errOut)
 	}
-	eventually(t, 15*time.Second, "a progress line", func() bool { return p.count(`"msg":"run progress"`) >= 1 })
-	line := ""
-	for _, l := range strings.Split(p.output(), "\n") {
-		if strings.Contains(l, `"msg":"run progress"`) {
-			line = l
-			break
-		}
-	}
-	if !strings.Contains(line, `"rows":0`) || !strings.Contains(line, `"rows_left_estimate":`) || !strings.Contains(line, `"eta":"unknown"`) || !strings.Contains(line, `"rows_per_second":0`) {
-		t.Errorf("progress line %s", line)
+	eventually(t, 15*time.Second, "a progress line", func() bool { return p.records("run progress") >= 1 })
+	rec, _ := findRecord(p.output(), "run progress")
+	if _, ok := rec["rows_left_estimate"]; !ok || rec["rows"] != float64(0) || rec["eta"] != "unknown" || rec["rows_per_second"] != float64(0) {
+		t.Errorf("progress record %v, want 0 rows, an estimate of the rows left, eta unknown, 0 rows per second", rec)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "run done", func() bool { return p.count(`"msg":"run done"`) == 1 })
-	if n := p.count(`"msg":"run progress"`); n > 2 {
+	eventually(t, 20*time.Second, "run done", func() bool { return p.records("run done") == 1 })
+	if n := p.records("run progress"); n > 2 {
 		t.Errorf("%d progress lines for a run of about 10 s, want at most one per 10 s", n)
 	}
 	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")

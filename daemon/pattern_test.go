@@ -3,7 +3,6 @@ package daemon_test
 import (
 	"fmt"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -45,7 +44,7 @@ sink:
 	eventually(t, 20*time.Second, "both tables of the pattern synced", func() bool {
 		return f.diff(t, "p_one", "copy.p_one") == 0 && f.diff(t, "p_two", "copy.p_two") == 0
 	})
-	if !regexp.MustCompile(`"msg":"config reloaded","added":\["p"\],"changed":null,"removed":null`).MatchString(p.output()) {
+	if rec, ok := findRecord(p.output(), "config reloaded"); !ok || fmt.Sprint(rec["added"]) != "[p]" || rec["changed"] != nil || rec["removed"] != nil {
 		t.Errorf("the reload did not add the second document's source p:\n%s", p.output())
 	}
 	// The table without the cursor column is skipped: said once in the log,
@@ -56,20 +55,39 @@ sink:
 		t.Errorf("pattern metrics: synced %v, skipped %v, failed %v; want 2, 1, 0", m[`syncd_pattern_tables{source="p",state="synced"}`],
 			m[`syncd_pattern_tables{source="p",state="skipped"}`], m[`syncd_pattern_match_failed{source="p"}`])
 	}
-	if !strings.Contains(p.output(), `"table_source":"p.p_nocursor","reason":"source p.p_nocursor (table public.p_nocursor) skipped: source.cursor: column \"updated_at\" does not exist in public.p_nocursor"`) {
+	if n := countRecords(p.output(), "", "table_source", "p.p_nocursor", "reason", `source p.p_nocursor (table public.p_nocursor) skipped: source.cursor: column "updated_at" does not exist in public.p_nocursor`); n != 1 {
 		t.Errorf("no log line names the skipped table and why:\n%s", p.output())
 	}
 
 	writeFile(t, path, first+"---\n"+pattern(`  exclude: [p_two]`))
 	p.signal(t, syscall.SIGHUP)
-	eventually(t, 20*time.Second, "p.p_two removed", func() bool { return strings.Contains(p.output(), `"removed":["p.p_two"]`) })
-	// A run of p.p_two in flight at the reload finishes (a page takes well
-	// under a second here); rows written after it must not reach the copy.
-	time.Sleep(2 * time.Second)
+	eventually(t, 20*time.Second, "p.p_two removed", func() bool {
+		for _, rec := range records(p.output()) {
+			if fmt.Sprint(rec["removed"]) == "[p.p_two]" {
+				return true
+			}
+		}
+		return false
+	})
+	// A run of p.p_two in flight at the reload finishes, and then its
+	// metrics go; rows written after it must not reach the copy.
+	eventually(t, 20*time.Second, "p.p_two's last run to end", func() bool {
+		for k := range scrape(t, addr) {
+			if strings.Contains(k, `source="p.p_two"`) {
+				return false
+			}
+		}
+		return true
+	})
 	f.insert(t, "p_one", 101, 120)
 	f.insert(t, "p_two", 101, 120)
-	eventually(t, 20*time.Second, "p_one's new rows", func() bool { return f.diff(t, "p_one", "copy.p_one") == 0 })
-	time.Sleep(2 * time.Second) // two more ticks
+	// p.p_one's ticks come at the moments p.p_two's would: two runs of
+	// p.p_one that began after the inserts are two ticks at which p.p_two
+	// did not run.
+	runs := p.records("run done", "source", "p.p_one")
+	eventually(t, 30*time.Second, "p_one's new rows and two more runs of p.p_one", func() bool {
+		return f.diff(t, "p_one", "copy.p_one") == 0 && p.records("run done", "source", "p.p_one") >= runs+3
+	})
 	if n := f.count(t, "copy.p_two"); n != 100 {
 		t.Errorf("the excluded table still syncs: its copy has %d rows, want 100", n)
 	}

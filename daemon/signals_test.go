@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -37,7 +38,7 @@ func TestSIGTERMMidRunLeavesCopyAndWatermarkConsistent(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(2)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--log-level", "debug")
-	eventually(t, 20*time.Second, "5 pages applied", func() bool { return p.count(`"msg":"page applied"`) >= 5 })
+	eventually(t, 20*time.Second, "5 pages applied", func() bool { return p.records("page applied") >= 5 })
 	sent := time.Now()
 	p.signal(t, syscall.SIGTERM)
 	if code := p.wait(t, 10*time.Second); code != 0 {
@@ -86,21 +87,22 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 
 	stopWriter := f.writer(t, "src", 4001)
-	kills := 0
 	for i := 0; i < 6; i++ {
-		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t))
-		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
+		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--log-level", "debug")
+		// The moment is random, but always after the process applied a
+		// page or more: under load a kill at a random time could land
+		// before anything was copied.
+		pages := 1 + rand.IntN(3)
+		eventually(t, 30*time.Second, fmt.Sprintf("kill %d: %d pages applied", i, pages), func() bool { return p.records("page applied") >= pages })
+		// A random moment within the next page (about 50 ms): the sleep is
+		// the randomness under test, not a wait for something.
+		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
 		p.signal(t, syscall.SIGKILL)
 		if code := p.wait(t, 10*time.Second); code != -1 {
-			t.Logf("kill %d: exit code %d (the process ended before the kill)", i, code)
-		} else {
-			kills++
+			t.Fatalf("kill %d: exit code %d; the process ended before the kill (it had more than 3000 rows to copy)", i, code)
 		}
 	}
 	stopWriter()
-	if kills < 4 {
-		t.Fatalf("only %d of 6 processes were killed mid-run", kills)
-	}
 	if c := f.count(t, "copy"); c == 0 || c >= f.count(t, "src") {
 		t.Fatalf("the kills did not land mid-sync: copy has %d rows of %d", c, f.count(t, "src"))
 	}
@@ -116,9 +118,11 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(20)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--log-level", "debug")
-	eventually(t, 20*time.Second, "a page applied", func() bool { return p.count(`"msg":"page applied"`) >= 1 })
+	eventually(t, 20*time.Second, "a page applied", func() bool { return p.records("page applied") >= 1 })
 	p.signal(t, syscall.SIGTERM)
-	time.Sleep(100 * time.Millisecond)
+	eventually(t, 10*time.Second, "the graceful stop to begin", func() bool {
+		return p.records("stopping: no new page is taken; pages in flight commit and write their watermark") == 1
+	})
 	sent := time.Now()
 	p.signal(t, syscall.SIGINT)
 	code := p.wait(t, 10*time.Second)
