@@ -47,7 +47,9 @@ func (s *syncBuffer) String() string {
 
 // Count returns how many records have message msg and the attributes
 // (see countRecords).
-func (s *syncBuffer) Count(msg string, attrs ...any) int { return countRecords(s.String(), msg, attrs...) }
+func (s *syncBuffer) Count(msg string, attrs ...any) int {
+	return countRecords(s.String(), msg, attrs...)
+}
 
 // records returns the JSON log records among the lines of out, in order.
 func records(out string) []map[string]any {
