@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // Starting the daemon runs table sources at once to catch up, but never a
@@ -36,7 +37,7 @@ sink:
 		t.Fatal(err)
 	}
 	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = newFakeClock() })
-	eventually(t, 20*time.Second, "the table source's start-up run", func() bool { return f.diff(t, "src", "copy") == 0 })
+	testutil.Eventually(t, 20*time.Second, "the table source's start-up run", func() bool { return f.diff(t, "src", "copy") == 0 })
 	// The stop waits for every run the start began: after it, a campaign
 	// run started with the daemon would have left its grants.
 	if err := d.shutdown(t); err != nil {

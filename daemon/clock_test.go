@@ -5,6 +5,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // fakeClock is a daemon.Clock that moves only when a test fires it: a
@@ -50,7 +52,7 @@ func (c *fakeClock) At(t time.Time) (<-chan struct{}, func()) {
 // to that moment and lets it fire: every schedule due then ticks once.
 func (c *fakeClock) fire(t *testing.T) {
 	t.Helper()
-	eventually(t, 10*time.Second, "the scheduler to wait for its next tick", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the scheduler to wait for its next tick", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		return len(c.waits) > 0

@@ -1,20 +1,16 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"log/slog"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -25,78 +21,7 @@ type inproc struct {
 	stop   chan struct{}
 	reload chan struct{}
 	done   chan error
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// Count returns how many records have message msg and the attributes
-// (see countRecords).
-func (s *syncBuffer) Count(msg string, attrs ...any) int {
-	return countRecords(s.String(), msg, attrs...)
-}
-
-// records returns the JSON log records among the lines of out, in order.
-func records(out string) []map[string]any {
-	var recs []map[string]any
-	for _, l := range strings.Split(out, "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(l), &rec) == nil {
-			recs = append(recs, rec)
-		}
-	}
-	return recs
-}
-
-// match reports whether rec has message msg (any message when "") and, for each key/value pair
-// of attrs, that attribute with that value (compared as text).
-func match(rec map[string]any, msg string, attrs ...any) bool {
-	if msg != "" && rec["msg"] != msg {
-		return false
-	}
-	for i := 0; i+1 < len(attrs); i += 2 {
-		if fmt.Sprint(rec[fmt.Sprint(attrs[i])]) != fmt.Sprint(attrs[i+1]) {
-			return false
-		}
-	}
-	return true
-}
-
-// countRecords returns how many JSON records of out match msg and attrs.
-func countRecords(out, msg string, attrs ...any) int {
-	n := 0
-	for _, rec := range records(out) {
-		if match(rec, msg, attrs...) {
-			n++
-		}
-	}
-	return n
-}
-
-// findRecord returns the first JSON record of out that matches msg and
-// attrs.
-func findRecord(out, msg string, attrs ...any) (map[string]any, bool) {
-	for _, rec := range records(out) {
-		if match(rec, msg, attrs...) {
-			return rec, true
-		}
-	}
-	return nil, false
+	logs   *testutil.Log
 }
 
 // startDaemon runs daemon.Run on the configs of path with a fast backoff;
@@ -111,7 +36,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &inproc{store: store, stop: make(chan struct{}), reload: make(chan struct{}), done: make(chan error, 1), logs: &syncBuffer{}}
+	d := &inproc{store: store, stop: make(chan struct{}), reload: make(chan struct{}), done: make(chan error, 1), logs: &testutil.Log{}}
 	listening := make(chan string, 1)
 	o := daemon.Options{
 		ConfigPath: path,

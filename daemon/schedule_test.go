@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -25,7 +26,7 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	d := startDaemon(t, path, func(o *daemon.Options) { o.Clock = clock })
 
 	// The start-up run; the schedule does not fire until the clock moves.
-	eventually(t, 20*time.Second, "the start-up run's end", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
 		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
@@ -50,7 +51,7 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	f.insert(t, "src", 2501, 3200)
 	f.db.Exec(t, `UPDATE src SET v = 'changed', updated_at = clock_timestamp() WHERE id <= 10`)
 	clock.fire(t)
-	eventually(t, 20*time.Second, "the scheduled run's end", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the scheduled run's end", func() bool {
 		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 2
 	})
 	f.requireEqual(t, "src", "copy")
@@ -148,14 +149,14 @@ func TestTickSkippedWhileRunning(t *testing.T) {
 		t.Fatal("the start-up run committed no page within 30s")
 	}
 	clock.fire(t)
-	eventually(t, 10*time.Second, "the skipped tick counted", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the skipped tick counted", func() bool {
 		return scrape(t, d.addr)[`syncd_skipped_ticks_total{source="slow"}`] == 1
 	})
 	if n := d.logs.Count("tick skipped: the previous run of this source is still going", "source", "slow", "job", "sync"); n != 1 {
 		t.Errorf("%d records say the tick was skipped, want 1", n)
 	}
 	free()
-	eventually(t, 20*time.Second, "the start-up run's end", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
 		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="slow"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
@@ -179,7 +180,7 @@ func TestReconcileScheduled(t *testing.T) {
 	clock := newFakeClock()
 	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = clock })
 	// The start-up run copies both; the hourly schedule runs no other.
-	eventually(t, 20*time.Second, "both start-up runs", func() bool {
+	testutil.Eventually(t, 20*time.Second, "both start-up runs", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_runs_total{outcome="ok",source="fixed"}`] == 1 && m[`syncd_runs_total{outcome="ok",source="kept"}`] == 1
 	})
@@ -192,8 +193,8 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 	f.insert(t, "src2", 11, 15)
 
 	clock.fire(t) // both reconcile schedules tick
-	eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
-	eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
+	testutil.Eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_reconcile_runs_total{outcome="ok",source="fixed"}`] >= 1 &&
 			m[`syncd_reconcile_differences{kind="missing",source="kept"}`] == 2 &&
@@ -223,7 +224,7 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 	}
 	// After the repair, fixed's next reconcile finds nothing left.
 	clock.fire(t)
-	eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
+	testutil.Eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_reconcile_differences{kind="missing",source="fixed"}`] == 0 &&
 			m[`syncd_reconcile_differences{kind="changed",source="fixed"}`] == 0
