@@ -27,7 +27,7 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 100\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
 	addr := testutil.FreeAddr(t)
-	p := syncd.Start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
+	p := start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 
 	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")

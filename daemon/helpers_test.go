@@ -140,6 +140,19 @@ func (f *fixture) requireEqual(t *testing.T, src, dst string) {
 	copyCompare.RequireEqual(t, f.db.Pool, src, f.db.Pool, dst)
 }
 
+// start starts syncd with args and env additions (killed at the test's end
+// if still running); its output goes to the test log when the test fails.
+func start(t *testing.T, env []string, args ...string) *testutil.Process {
+	t.Helper()
+	p := syncd.Start(t, env, args...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.Output)
+		}
+	})
+	return p
+}
+
 // runSyncd runs one syncd command to its end and returns its exit code,
 // stdout and stderr.
 func runSyncd(t *testing.T, env []string, args ...string) (int, string, string) {

@@ -79,7 +79,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 	addr := testutil.FreeAddr(t)
 	env := []string{"SYNCD_ADMIN_TOKEN=" + token}
-	p := syncd.Start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
+	p := start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 	im := startImpostor(t, addr, state)
 
@@ -137,7 +137,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	if _, err := os.Lstat(daemon.SocketPath(state)); err != nil {
 		t.Fatalf("the killed daemon's socket is gone (%v); the test needs a stale one", err)
 	}
-	p = syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	p = start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
 	testutil.Eventually(t, 20*time.Second, "the second daemon's run", func() bool { return p.Output.Count("run done") > 0 })
 	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state)
 	if code != 0 || !strings.Contains(out, "orders") {

@@ -42,7 +42,7 @@ func TestDefaultAddressInUse(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1s\"")
 	takeDefaultAddr(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := syncd.Start(t, nil, "run", "--config", path, "--state", state)
+	p := start(t, nil, "run", "--config", path, "--state", state)
 	testutil.Eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
 	if !strings.Contains(p.Output.String(), "admin HTTP off: the default address is in use by another process") {
 		t.Fatalf("no line says the admin HTTP is off")

@@ -28,7 +28,7 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	// (every row unchanged).
 	copyThenResync(t, path, state)
 	addr := testutil.FreeAddr(t)
-	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 30*time.Second, "three runs", func() bool { return p.Output.Count("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")
@@ -112,7 +112,7 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE copy IN SHARE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
 	testutil.Eventually(t, 20*time.Second, "run started", func() bool { return p.Output.Count("run started") == 1 })
 	if p.Output.Count("run started", "from", "the start") != 1 {
 		t.Errorf("the run started line does not say it starts from the start")

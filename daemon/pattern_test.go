@@ -25,7 +25,7 @@ func TestReloadDocumentsAndPatterns(t *testing.T) {
 	path := f.source(t, "all.yaml", "a", "a_src", "a_copy", every)
 	first := readFile(t, path)
 	addr := testutil.FreeAddr(t)
-	p := syncd.Start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr)
+	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr)
 	testutil.Eventually(t, 20*time.Second, "a synced", func() bool { return f.diff(t, "a_src", "a_copy") == 0 })
 
 	pattern := func(extra string) string {
@@ -64,7 +64,7 @@ sink:
 	writeFile(t, path, first+"---\n"+pattern(`  exclude: [p_two]`))
 	p.Signal(t, syscall.SIGHUP)
 	testutil.Eventually(t, 20*time.Second, "p.p_two removed", func() bool {
-		return p.Output.Count("config reloaded", "removed", []string{"p.p_two"}) == 1
+		return p.Output.Count("pattern source matched", "source", "p", "removed", []string{"p.p_two"}) == 1
 	})
 	// A run of p.p_two in flight at the reload finishes, and then its
 	// metrics go; rows written after it must not reach the copy.

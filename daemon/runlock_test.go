@@ -45,11 +45,11 @@ END $$`)
 
 	stopWriter := f.writer(t, "src", 1501)
 	dir := t.TempDir()
-	a := syncd.Start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", testutil.FreeAddr(t))
+	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", testutil.FreeAddr(t))
 	// b starts once a's first run is applying pages: b's own first run
 	// meets it and is skipped.
 	testutil.Eventually(t, 30*time.Second, "a's first page", func() bool { return f.count(t, "apply_log") > 0 })
-	b := syncd.Start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", testutil.FreeAddr(t))
+	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", testutil.FreeAddr(t))
 	skip := regexp.MustCompile(`source orders is being synced by another syncd process \(backend pid \d+, application_name "syncd", client 127\.0\.0\.1:\d+`)
 	skipped := func(p *testutil.Process) bool {
 		_, ok := p.Output.FindFunc(func(e testutil.Entry) bool {
@@ -240,7 +240,7 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 	f.dir = t.TempDir()
 	pathB := f.source(t, "orders.yaml", "orders", "src_b", "copy_b", "page_size: 10")
 	dir := t.TempDir()
-	a := syncd.Start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
+	a := start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
 	// a's run takes about 2 s (50 ms a row); b runs while a holds its lock.
 	testutil.Eventually(t, 10*time.Second, "the first source to hold its run lock", func() bool {
 		var n int
