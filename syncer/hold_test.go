@@ -14,12 +14,12 @@ import (
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/ops"
+	"github.com/syncd/syncd/syncer"
 )
 
-// holdWarn is the runs' Options.HoldWarnAfter in these tests: shorter
-// than the default, so that a test waits less for a transaction to be old
-// enough to warn about.
-const holdWarn = 300 * time.Millisecond
+// holdWarn is the runs' Options.HoldWarnAfter in these tests: the default,
+// which `syncd status` also uses to name a holder.
+const holdWarn = syncer.DefaultHoldWarnAfter
 
 func holdLines(logs string) int {
 	return strings.Count(logs, "bound held back by a transaction open since")
