@@ -143,7 +143,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 		if s.BoundHolderPID == source.PreparedPID {
 			fmt.Fprintf(env.Stdout, "%s: held at the watermark by prepared transaction %q (prepared at %s), which holds a write lock on the source table; rows past the watermark wait until it is committed or rolled back\n",
 				s.Name, s.BoundHolderApp, s.BoundHolderSince)
-		} else if s.BoundHolderPID != 0 && s.HeldBackSeconds >= syncer.HoldWarnAfter.Seconds() {
+		} else if s.BoundHolderPID != 0 && s.HeldBackSeconds >= syncer.DefaultHoldWarnAfter.Seconds() {
 			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
 				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
 		}

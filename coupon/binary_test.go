@@ -1,13 +1,12 @@
 package coupon_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,29 +16,24 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // syncd starts the real binary: run --once --source comeback.
-func syncd(t *testing.T, configPath, statePath string) (*exec.Cmd, *bytes.Buffer) {
+func syncd(t *testing.T, configPath, statePath string) *testutil.Process {
 	t.Helper()
-	var out bytes.Buffer
-	cmd := exec.Command(syncdBin, "run", "--once", "--source", "comeback", "--config", configPath, "--state", statePath)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return cmd, &out
+	return bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", configPath, "--state", statePath)
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
+// records counts the log records of a finished run with message msg.
+func records(r testutil.Result, msg string) int {
+	n := 0
+	for _, e := range testutil.ParseLines(r.Stdout + "\n" + r.Stderr) {
+		if e.Match(msg) {
+			n++
+		}
 	}
-	if err != nil {
-		return -1
-	}
-	return 0
+	return n
 }
 
 func count(t *testing.T, db *pgtest.DB, q string) int64 {
@@ -63,16 +57,12 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 	statePath := filepath.Join(t.TempDir(), "state.db")
 	threshold := int64(len(want)) * int64(10+rand.IntN(70)) / 100
 
-	cmd, out := syncd(t, cfgPath, statePath)
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, db, "SELECT count(*) FROM public.coupon_grants") < threshold && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("syncd was not killed mid-run (threshold %d grants): %v\n%s", threshold, err, out)
+	p := syncd(t, cfgPath, statePath)
+	p.Eventually(t, 30*time.Second, fmt.Sprintf("%d grants", threshold), func() bool {
+		return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= threshold
+	})
+	if r := p.Kill(t); r.Signal != syscall.SIGKILL {
+		t.Fatalf("syncd was not killed mid-run (threshold %d grants): %s", threshold, r)
 	}
 	_, cursor := storedCampaign(t, db)
 	upTo, _ := strconv.ParseInt(cursor[0], 10, 64)
@@ -90,17 +80,17 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd, out = syncd(t, cfgPath, statePath)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("re-run after the kill: exit %d\n%s", exitCode(err), out)
+	p = syncd(t, cfgPath, statePath)
+	if r := p.Wait(t, time.Minute); r.Code != 0 {
+		t.Fatalf("re-run after the kill: %s", r)
 	}
 	checkExact(t, db, want)
-	if !strings.Contains(out.String(), `"msg":"campaign reconciled"`) || !strings.Contains(out.String(), `"msg":"run done"`) {
-		t.Fatalf("re-run output has no success lines:\n%s", out)
+	if p.Output.Count("campaign reconciled") != 1 || p.Output.Count("run done") != 1 {
+		t.Fatalf("re-run output has no success records:\n%s", p.Output)
 	}
-	cmd, out = syncd(t, cfgPath, statePath)
-	if err := cmd.Wait(); err != nil || !strings.Contains(out.String(), `"new_grants":0`) {
-		t.Fatalf("run after success: exit %d, want 0 with new_grants 0\n%s", exitCode(err), out)
+	p = syncd(t, cfgPath, statePath)
+	if r := p.Wait(t, time.Minute); r.Code != 0 || p.Output.Count("", "new_grants", 0) == 0 {
+		t.Fatalf("run after success: %s; want exit 0 with new_grants 0", r)
 	}
 	checkExact(t, db, want)
 }
@@ -121,27 +111,28 @@ func TestTwoRunsAtOnce(t *testing.T) {
 		// Writes start once the campaign is frozen, so that the expected set
 		// is the members dormant before the runs.
 		for ctx.Err() == nil && count(t, db, "SELECT count(*) FROM public.syncd_campaigns") < 1 {
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // polling, in a goroutine: Eventually cannot fail from here
 		}
 		for ctx.Err() == nil {
 			_ = churn(ctx, db)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the writers' pace
 		}
 	})
-	a, outA := syncd(t, cfgPath, filepath.Join(dir, "a.db"))
-	b, outB := syncd(t, cfgPath, filepath.Join(dir, "b.db"))
-	errA, errB := a.Wait(), b.Wait()
+	a := syncd(t, cfgPath, filepath.Join(dir, "a.db"))
+	b := syncd(t, cfgPath, filepath.Join(dir, "b.db"))
+	ra, rb := a.Wait(t, 2*time.Minute), b.Wait(t, 2*time.Minute)
+	outA, outB := a.Output, b.Output
 	cancel()
 	wg.Wait()
-	if errA != nil || errB != nil {
-		t.Fatalf("two runs at once: exit %d and %d; want 0 and 0\n--- a:\n%s--- b:\n%s", exitCode(errA), exitCode(errB), outA, outB)
+	if ra.Code != 0 || rb.Code != 0 {
+		t.Fatalf("two runs at once: exit %d and %d; want 0 and 0\n--- a:\n%s--- b:\n%s", ra.Code, rb.Code, outA, outB)
 	}
 	checkExact(t, db, want)
 	t.Logf("new grants: run a %s, run b %s (of %d targets)", newGrants(outA.String()), newGrants(outB.String()), len(want))
 	if n := count(t, db, "SELECT count(*) FROM public.syncd_campaigns"); n != 1 {
 		t.Fatalf("%d campaign rows; want 1 (one freeze)", n)
 	}
-	frozen := strings.Count(outA.String()+outB.String(), `"msg":"campaign frozen"`)
+	frozen := outA.Count("campaign frozen") + outB.Count("campaign frozen")
 	if frozen != 1 {
 		t.Fatalf("%d runs report freezing the campaign; want exactly 1\n--- a:\n%s--- b:\n%s", frozen, outA, outB)
 	}
@@ -172,48 +163,38 @@ func TestBinaryFailsLoudlyWhenNotReconciled(t *testing.T) {
 	cfgPath := writeConfig(t, yaml)
 	statePath := filepath.Join(t.TempDir(), "state.db")
 
-	var out bytes.Buffer
-	validate := exec.Command(syncdBin, "validate", "--config", cfgPath)
-	validate.Stdout, validate.Stderr = &out, &out
-	if err := validate.Run(); err != nil || !strings.Contains(out.String(), "comeback: ok (public.members") {
-		t.Fatalf("validate before the first run: exit %d\n%s", exitCode(err), out.String())
+	if r := bin.Run(t, nil, "validate", "--config", cfgPath); r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, "comeback: ok (public.members") {
+		t.Fatalf("validate before the first run: %s", r)
 	}
-	cmd, runOut := syncd(t, cfgPath, statePath)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("first run: exit %d\n%s", exitCode(err), runOut)
+	if r := syncd(t, cfgPath, statePath).Wait(t, time.Minute); r.Code != 0 {
+		t.Fatalf("first run: %s", r)
 	}
 	db.Exec(t, "DELETE FROM public.coupon_grants WHERE campaign_id = $1 AND member_id = $2", campaignID, want[10])
-	cmd, runOut = syncd(t, cfgPath, statePath)
-	err := cmd.Wait()
+	p := syncd(t, cfgPath, statePath)
+	r := p.Wait(t, time.Minute)
 	msg := "1 of " + strconv.Itoa(len(want)) + " targets have no grant and 0 grants are not targets"
-	if exitCode(err) != 1 || !strings.Contains(runOut.String(), msg) {
-		t.Fatalf("run with a lost grant: exit %d; want 1 and %q\n%s", exitCode(err), msg, runOut)
+	if r.Code != 1 || !p.Output.Contains(msg) {
+		t.Fatalf("run with a lost grant: %s; want exit 1 and %q", r, msg)
 	}
-	for _, success := range []string{`"msg":"run done"`, `"msg":"campaign reconciled"`} {
-		if strings.Contains(runOut.String(), success) {
-			t.Fatalf("a failed campaign printed the success line %s:\n%s", success, runOut)
+	for _, success := range []string{"run done", "campaign reconciled"} {
+		if p.Output.Count(success) != 0 {
+			t.Fatalf("a failed campaign logged the success record %q:\n%s", success, p.Output)
 		}
 	}
-	out.Reset()
-	status := exec.Command(syncdBin, "status", "--json", "--config", cfgPath, "--state", statePath)
-	status.Stdout, status.Stderr = &out, &out
 	var st struct {
 		Sources []struct {
 			LastStatus string `json:"last_status"`
 			LastError  string `json:"last_error"`
 		} `json:"sources"`
 	}
-	if err := status.Run(); err != nil || json.Unmarshal(out.Bytes(), &st) != nil || len(st.Sources) != 1 ||
+	if r := bin.Run(t, nil, "status", "--json", "--config", cfgPath, "--state", statePath); r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Sources) != 1 ||
 		st.Sources[0].LastStatus != "failed" || !strings.Contains(st.Sources[0].LastError, msg) {
-		t.Fatalf("status after the failed run: exit %d; want last_status failed with %q\n%s", exitCode(err), msg, out.String())
+		t.Fatalf("status after the failed run: %s; want last_status failed with %q", r, msg)
 	}
 
-	out.Reset()
 	changed := writeConfig(t, strings.Replace(yaml, "180 days", "90 days", 1))
-	validate = exec.Command(syncdBin, "validate", "--config", changed)
-	validate.Stdout, validate.Stderr = &out, &out
-	if err := validate.Run(); exitCode(err) != 2 || !strings.Contains(out.String(), "comeback.yaml:6: source.where: campaign comeback-2026-10 was frozen at") {
-		t.Fatalf("validate with a changed where: exit %d; want 2 naming comeback.yaml:6 source.where\n%s", exitCode(err), out.String())
+	if r := bin.Run(t, nil, "validate", "--config", changed); r.Code != 2 || !strings.Contains(r.Stdout+r.Stderr, "comeback.yaml:6: source.where: campaign comeback-2026-10 was frozen at") {
+		t.Fatalf("validate with a changed where: %s; want exit 2 naming comeback.yaml:6 source.where", r)
 	}
 }
 
@@ -226,12 +207,8 @@ func TestResyncRefusesACampaign(t *testing.T) {
 	newMembers(t, db)
 	cfgPath := writeConfig(t, configYAML(db, db, 50))
 	statePath := filepath.Join(t.TempDir(), "state.db")
-	var out bytes.Buffer
-	cmd := exec.Command(syncdBin, "resync", "--source", "comeback", "--from-start", "--config", cfgPath, "--state", statePath)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	if code := exitCode(err); code != 2 || !strings.Contains(out.String(), "sink.type: source comeback is a coupon campaign") {
-		t.Fatalf("resync of a campaign: exit %d, want 2 with a line saying why:\n%s", code, out.String())
+	if r := bin.Run(t, nil, "resync", "--source", "comeback", "--from-start", "--config", cfgPath, "--state", statePath); r.Code != 2 || !strings.Contains(r.Stdout+r.Stderr, "sink.type: source comeback is a coupon campaign") {
+		t.Fatalf("resync of a campaign: %s; want exit 2 with a line saying why", r)
 	}
 	if n := count(t, db, "SELECT count(*) FROM pg_tables WHERE tablename = 'coupon_grants'"); n != 0 {
 		t.Fatal("resync of a campaign created the grants table")

@@ -1,14 +1,14 @@
 package coupon_test
 
 import (
-	"errors"
-	"github.com/syncd/syncd/internal/pgtest"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // A campaign killed midway whose sink.table is then edited (another table
@@ -33,21 +33,18 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 			cfgPath := writeConfig(t, yaml)
 			statePath := filepath.Join(t.TempDir(), "state.db")
 
-			cmd, out := syncd(t, cfgPath, statePath)
-			deadline := time.Now().Add(30 * time.Second)
-			for count(t, db, "SELECT count(*) FROM public.coupon_grants") < int64(len(want))/3 && time.Now().Before(deadline) {
-				time.Sleep(time.Millisecond)
-			}
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			var ee *exec.ExitError
-			if err := cmd.Wait(); !errors.As(err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-				t.Fatalf("syncd was not killed mid-campaign: %v\n%s", err, out)
+			p := syncd(t, cfgPath, statePath)
+			p.Eventually(t, 30*time.Second, "a third of the grants", func() bool {
+				return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= int64(len(want))/3
+			})
+			if r := p.Kill(t); r.Signal != syscall.SIGKILL {
+				t.Fatalf("syncd was not killed mid-campaign: %s", r)
 			}
 			// The killed process's server session may still commit the page
 			// it was writing; count once it has gone.
-			for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'") > 0 && time.Now().Before(deadline.Add(30*time.Second)) {
-				time.Sleep(10 * time.Millisecond)
-			}
+			testutil.Eventually(t, 30*time.Second, "the killed process's sessions to end", func() bool {
+				return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'") == 0
+			})
 			before := count(t, db, "SELECT count(*) FROM public.coupon_grants")
 			if before <= 0 || before >= int64(len(want)) {
 				t.Fatalf("killed with %d of %d granted; the test wants a campaign midway", before, len(want))
@@ -55,13 +52,13 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 
 			edited := writeConfig(t, strings.Replace(yaml, "table: public.coupon_grants", "table: "+tc.table, 1))
 			for _, state := range []string{statePath, filepath.Join(t.TempDir(), "fresh.db")} {
-				cmd, out = syncd(t, edited, state)
-				err := cmd.Wait()
-				text := out.String()
-				if exitCode(err) != 2 || !strings.Contains(text, "comeback.yaml:") || !strings.Contains(text, "sink.table") ||
+				p = syncd(t, edited, state)
+				r := p.Wait(t, time.Minute)
+				text := p.Output.String()
+				if r.Code != 2 || !strings.Contains(text, "comeback.yaml:") || !strings.Contains(text, "sink.table") ||
 					!strings.Contains(text, "start a new campaign with a new sink.campaign id") ||
 					strings.Contains(text, "campaign reconciled") || strings.Contains(text, "run done") {
-					t.Fatalf("run with sink.table %s (state %s): exit %d, want 2 naming sink.table and a new sink.campaign:\n%s", tc.table, filepath.Base(state), exitCode(err), text)
+					t.Fatalf("run with sink.table %s (state %s): exit %d, want 2 naming sink.table and a new sink.campaign:\n%s", tc.table, filepath.Base(state), r.Code, text)
 				}
 				t.Logf("%s", strings.TrimSpace(text))
 				if n := count(t, db, "SELECT count(*) FROM "+tc.table); n > 0 {
@@ -72,9 +69,8 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 				}
 			}
 
-			cmd, out = syncd(t, cfgPath, statePath)
-			if err := cmd.Wait(); err != nil {
-				t.Fatalf("run with the config restored: exit %d\n%s", exitCode(err), out)
+			if r := syncd(t, cfgPath, statePath).Wait(t, time.Minute); r.Code != 0 {
+				t.Fatalf("run with the config restored: %s", r)
 			}
 			checkExact(t, db, want)
 		})

@@ -5,15 +5,16 @@ import (
 
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testbin"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
-// syncdBin is the real binary, built once for the package's subprocess
-// tests from the same source tree as the test binary (a mutated copy in
+// bin is the real binary, built once for the package's subprocess tests
+// from the same source tree as the test binary (a mutated copy in
 // scripts/mutations.sh, so that the subprocess breaks the same safeguard).
-var syncdBin string
+var bin testutil.Binary
 
 func TestMain(m *testing.M) {
-	var cleanup func()
-	syncdBin, cleanup = testbin.Build()
+	path, cleanup := testbin.Build()
+	bin = testutil.Binary{Path: path}
 	pgtest.Main(m, cleanup)
 }

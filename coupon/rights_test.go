@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
@@ -55,13 +53,12 @@ sink:
   campaign: %s
 `, srcURL, dormantWhere, sinkURL, campaignID)
 	dir := t.TempDir()
-	cmd := exec.Command(syncdBin, "run", "--once", "--config", writeConfig(t, yaml), "--state", filepath.Join(dir, "state.db"))
-	out, err := cmd.CombinedOutput()
-	if code := exitCode(err); code != 0 {
-		t.Fatalf("campaign run: exit %d, want 0:\n%s", code, out)
+	r := bin.Run(t, nil, "run", "--once", "--config", writeConfig(t, yaml), "--state", filepath.Join(dir, "state.db"))
+	if r.Code != 0 {
+		t.Fatalf("campaign run: %s; want exit 0", r)
 	}
-	if !strings.Contains(string(out), `"msg":"campaign reconciled"`) {
-		t.Fatalf("campaign run did not report success:\n%s", out)
+	if records(r, "campaign reconciled") != 1 {
+		t.Fatalf("campaign run did not report success: %s", r)
 	}
 }
 

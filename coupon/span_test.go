@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/syncer"
 )
 
@@ -106,51 +107,42 @@ func TestKillInsideAGrantPage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd, out := syncd(t, cfgPath, statePath)
+	p := syncd(t, cfgPath, statePath)
 	var pid int
-	deadline := time.Now().Add(60 * time.Second)
-	for pid == 0 && time.Now().Before(deadline) {
+	p.Eventually(t, 60*time.Second, fmt.Sprintf("the run's second grant page waiting on key %d", held), func() bool {
 		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
   AND query LIKE 'INSERT INTO %' AND query LIKE '%coupon_grants_targets%'`).Scan(&pid)
 		if err != nil && err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	if pid == 0 {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		t.Fatalf("the run's second grant page never waited on key %d\n%s", held, out)
-	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	if err := cmd.Wait(); err == nil || cmd.ProcessState.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
-		t.Fatalf("syncd was not killed inside the page: %v\n%s", err, out)
+		return pid != 0
+	})
+	if r := p.Kill(t); r.Signal != syscall.SIGKILL {
+		t.Fatalf("syncd was not killed inside the page: %s", r)
 	}
 	// The page's INSERT goes on once the blocker is gone; the session then
 	// finds its client gone and rolls the page back.
 	if err := blocker.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for gone := false; !gone; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the killed run's session %d is still there", pid)
-		}
+	testutil.Eventually(t, 60*time.Second, fmt.Sprintf("the killed run's session %d to end", pid), func() bool {
+		var gone bool
 		if err := db.Pool.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)", pid).Scan(&gone); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return gone
+	})
 	checkExact(t, db, want[:size])
 	if _, cursor := storedCampaign(t, db); !slices.Equal(cursor, []string{fmt.Sprint(want[size-1])}) {
 		t.Fatalf("progress cursor %v after the kill; want the first page's last target %d", cursor, want[size-1])
 	}
 
-	cmd, out = syncd(t, cfgPath, statePath)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("re-run after the kill: exit %d\n%s", exitCode(err), out)
+	p = syncd(t, cfgPath, statePath)
+	if r := p.Wait(t, time.Minute); r.Code != 0 {
+		t.Fatalf("re-run after the kill: %s", r)
 	}
 	checkExact(t, db, want)
-	if got := newGrants(out.String()); got != strconv.Itoa(len(want)-size) {
+	if got := newGrants(p.Output.String()); got != strconv.Itoa(len(want)-size) {
 		t.Fatalf("re-run made %s new grants; want %d (the targets after the first page)", got, len(want)-size)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -25,9 +26,9 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	f.table(t, "src", 500)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 100\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	p := start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 20*time.Second, "the first run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 
 	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
 	if code != 0 {
@@ -75,11 +76,11 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	if st.Sources[0].Watermark != "" || st.Sources[0].Cursor != nil {
 		t.Errorf("after resync the watermark is %q", st.Sources[0].Watermark)
 	}
-	if strings.Contains(p.output(), token) {
+	if strings.Contains(p.Output.String(), token) {
 		t.Error("the daemon's output shows the admin token")
 	}
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 10*time.Second); code != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 10*time.Second).Code; code != 0 {
 		t.Fatalf("exit %d after SIGTERM", code)
 	}
 	// The next run re-reads the whole source.
@@ -124,7 +125,7 @@ func TestResyncDuringRunTakesEffectAtRunEnd(t *testing.T) {
 	f.table(t, "src", 400)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 20\nwhere: slow(5)\n^schedule: \"@every 1h\"")
 	d := startDaemon(t, path, func(o *daemon.Options) { o.AdminToken = token })
-	eventually(t, 20*time.Second, "3 pages", func() bool { return f.count(t, "copy") >= 60 })
+	testutil.Eventually(t, 20*time.Second, "3 pages", func() bool { return f.count(t, "copy") >= 60 })
 
 	if code, r := postResync(t, d.addr, "wrong", daemon.ResyncRequest{Source: "orders", FromStart: true}); code != 401 {
 		t.Errorf("wrong token: %d %q", code, r.Message)
@@ -137,13 +138,13 @@ func TestResyncDuringRunTakesEffectAtRunEnd(t *testing.T) {
 		t.Fatalf("resync during a run: %d %+v", code, r)
 	}
 	before := f.count(t, "copy")
-	eventually(t, 10*time.Second, "the run to go on after the request", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the run to go on after the request", func() bool {
 		st := d.state(t, "orders")
 		return st.Cursor != nil && f.count(t, "copy") > before+20
 	})
-	eventually(t, 20*time.Second, "the run to end", func() bool { return strings.Contains(d.logs.String(), `"msg":"run done"`) })
+	testutil.Eventually(t, 20*time.Second, "the run to end", func() bool { return d.logs.Count("run done") > 0 })
 	f.requireEqual(t, "src", "copy")
-	eventually(t, 5*time.Second, "the resync to apply", func() bool {
+	testutil.Eventually(t, 5*time.Second, "the resync to apply", func() bool {
 		st := d.state(t, "orders")
 		return st.Cursor == nil && st.ResyncedFrom == "start"
 	})
@@ -181,7 +182,7 @@ func TestResyncFromTheFutureIsRefused(t *testing.T) {
 	f.table(t, "src", 50)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
 	d := startDaemon(t, path, func(o *daemon.Options) { o.AdminToken = token })
-	eventually(t, 20*time.Second, "the first run", func() bool { return d.state(t, "orders").LastStatus == "ok" })
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return d.state(t, "orders").LastStatus == "ok" })
 	before := d.state(t, "orders")
 
 	for _, from := range []string{"2099-01-01T00:00:00Z", time.Now().Add(10 * time.Minute).UTC().Format(time.RFC3339)} {

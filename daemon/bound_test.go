@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // A transaction left open on the source holds the read bound back; the
@@ -29,14 +31,14 @@ func TestBoundHolderInMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := startDaemon(t, path, nil)
-	eventually(t, 20*time.Second, "the holder's pid in syncd_read_bound_holder_pid", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the holder's pid in syncd_read_bound_holder_pid", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_read_bound_holder_pid{source="orders"}`] == pid && m[`syncd_read_bound_held_back_seconds{source="orders"}`] >= 1
 	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the holder cleared and the copy equal", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the holder cleared and the copy equal", func() bool {
 		return scrape(t, d.addr)[`syncd_read_bound_holder_pid{source="orders"}`] == 0 && f.diff(t, "src", "copy") == 0
 	})
 }

@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // Starting the daemon runs table sources at once to catch up, but never a
@@ -33,9 +36,13 @@ sink:
 	if err := os.WriteFile(filepath.Join(f.dir, "comeback.yaml"), []byte(campaign), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startDaemon(t, f.dir, nil)
-	eventually(t, 20*time.Second, "the table source's start-up run", func() bool { return f.diff(t, "src", "copy") == 0 })
-	time.Sleep(time.Second)
+	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = newFakeClock() })
+	testutil.Eventually(t, 20*time.Second, "the table source's start-up run", func() bool { return f.diff(t, "src", "copy") == 0 })
+	// The stop waits for every run the start began: after it, a campaign
+	// run started with the daemon would have left its grants.
+	if err := d.shutdown(t); err != nil {
+		t.Fatal(err)
+	}
 	if n := f.count(t, "public.coupon_grants"); n != 0 {
 		t.Fatalf("the daemon's start granted %d coupons; a campaign must wait for its schedule", n)
 	}

@@ -27,7 +27,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/robfig/cron/v3"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
@@ -107,6 +106,20 @@ type Options struct {
 	// Registry holds the metrics; nil makes a new one with the Go runtime
 	// and process collectors.
 	Registry *prometheus.Registry
+	// Clock is the time schedules fire by; nil is the system clock.
+	Clock Clock
+	// Test, nil in production, lets a test act at moments inside the
+	// daemon's runs.
+	Test *TestSignals
+}
+
+// TestSignals are hooks a test sets to act at a precise moment inside the
+// daemon's runs (hold a run while a tick comes); every field is optional.
+type TestSignals struct {
+	// AfterCommit is every run's syncer.Options.AfterCommit, told the
+	// source's name: it runs after a page commits and before its
+	// watermark is written; an error fails the run there.
+	AfterCommit func(source string, pageNo int64) error
 }
 
 type daemon struct {
@@ -114,7 +127,7 @@ type daemon struct {
 	log     *slog.Logger
 	m       *metrics.Metrics
 	reg     *prometheus.Registry
-	cron    *cron.Cron
+	cron    *scheduler
 	ctx     context.Context // cancelled only to force an exit
 	stopCtx context.Context // cancelled at the graceful stop as well
 	stop    chan struct{}   // closed at the graceful stop
@@ -153,7 +166,7 @@ func Run(ctx context.Context, o Options) error {
 		log:      o.Logger,
 		reg:      reg,
 		m:        metrics.New(reg, o.Version),
-		cron:     newCron(),
+		cron:     newScheduler(o.Clock),
 		ctx:      ctx,
 		stopCtx:  stopCtx,
 		stop:     make(chan struct{}),
@@ -209,7 +222,7 @@ func Run(ctx context.Context, o Options) error {
 			d.add(c)
 		}
 	}
-	d.cron.Start()
+	d.cron.start()
 	d.log.Info("daemon started", "sources", len(o.Configs), "state", o.Store.Path(), "version", o.Version)
 
 	for loop := true; loop; {
@@ -230,13 +243,6 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	return err
-}
-
-// newCron makes the scheduler of every source's schedules. It is the one
-// place that decides how schedules are read and timed: an injectable clock
-// for tests belongs here.
-func newCron() *cron.Cron {
-	return cron.New(cron.WithParser(config.ScheduleParser()), cron.WithLogger(cron.DiscardLogger))
 }
 
 // server is one admin listener being served.
@@ -287,12 +293,12 @@ func (d *daemon) shutdown(ctx context.Context) error {
 	close(d.stop)
 	d.log.Info("stopping: no new page is taken; pages in flight commit and write their watermark",
 		"running", running, "timeout", d.o.ShutdownTimeout.String())
-	cronDone := d.cron.Stop()
+	cronDone := d.cron.stop()
 
 	done := make(chan struct{})
 	go func() {
 		d.wg.Wait()
-		<-cronDone.Done()
+		<-cronDone
 		close(done)
 	}()
 	timer := time.NewTimer(d.o.ShutdownTimeout)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -27,12 +28,12 @@ func TestPermanentErrorLeavesOtherSourcesSyncing(t *testing.T) {
 		}
 	}()
 
-	eventually(t, 20*time.Second, "the good source's copy", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
-	eventually(t, 10*time.Second, "the bad source marked failed", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the good source's copy", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
+	testutil.Eventually(t, 10*time.Second, "the bad source marked failed", func() bool {
 		return scrape(t, d.addr)[`syncd_source_failed{source="bad"}`] == 1
 	})
 	f.insert(t, "good_src", 301, 450)
-	eventually(t, 20*time.Second, "the good source to keep syncing", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
+	testutil.Eventually(t, 20*time.Second, "the good source to keep syncing", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
 
 	m := scrape(t, d.addr)
 	if m[`syncd_runs_total{outcome="failed",source="bad"}`] < 1 || m[`syncd_errors_total{kind="config",source="bad"}`] < 1 {
@@ -61,8 +62,8 @@ func TestPermanentErrorLeavesOtherSourcesSyncing(t *testing.T) {
 	}
 
 	f.table(t, "missing_src", 50)
-	eventually(t, 20*time.Second, "the bad source to recover", func() bool { return f.diff(t, "missing_src", "bad_copy") == 0 })
-	eventually(t, 10*time.Second, "/readyz 200", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the bad source to recover", func() bool { return f.diff(t, "missing_src", "bad_copy") == 0 })
+	testutil.Eventually(t, 10*time.Second, "/readyz 200", func() bool {
 		code, _ := httpGet(t, "http://"+d.addr+"/readyz")
 		return code == 200
 	})
@@ -76,14 +77,14 @@ func TestConnectionLossMidRunIsRetried(t *testing.T) {
 	f.table(t, "src", 600)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 30\nwhere: slow(5)\n^schedule: \"@every 1h\"")
 	d := startDaemon(t, path, nil)
-	eventually(t, 20*time.Second, "a few pages", func() bool { return f.count(t, "copy") >= 90 })
+	testutil.Eventually(t, 20*time.Second, "a few pages", func() bool { return f.count(t, "copy") >= 90 })
 	var killed int
 	err := f.db.Pool.QueryRow(context.Background(), `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 WHERE datname = current_database() AND application_name = 'syncd' AND pid <> pg_backend_pid()`).Scan(&killed)
 	if err != nil || killed == 0 {
 		t.Fatalf("terminated %d syncd sessions: %v", killed, err)
 	}
-	eventually(t, 30*time.Second, "the run to complete", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the run to complete", func() bool {
 		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
@@ -121,15 +122,17 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	writeFile(t, path, strings.Replace(readFile(t, path), "dsn: "+f.dsn(), "dsn: "+srcURL, 1))
 	d := startDaemon(t, path, nil)
 
-	eventually(t, 20*time.Second, "a few pages", func() bool { return f.count(t, "copy") >= 60 })
+	testutil.Eventually(t, 20*time.Second, "a few pages", func() bool { return f.count(t, "copy") >= 60 })
 	if err := cl.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
+	// The server stays down for a second: the outage is the scenario, the
+	// run's retries must outlast it.
 	time.Sleep(time.Second)
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "the run to complete", func() bool {
+	testutil.Eventually(t, 40*time.Second, "the run to complete", func() bool {
 		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	var n int

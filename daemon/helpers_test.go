@@ -1,36 +1,33 @@
 package daemon_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testbin"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
-// binary is the syncd built once for the package's tests.
-var binary string
+// syncd is the binary built once for the package's tests; no output of it
+// may show the DSN password (secret).
+var syncd testutil.Binary
 
 func TestMain(m *testing.M) {
-	var cleanup func()
-	binary, cleanup = testbin.Build()
+	binary, cleanup := testbin.Build()
+	syncd = testutil.Binary{Path: binary, Forbid: []string{secret}}
 	pgtest.Main(m, cleanup)
 }
 
@@ -122,160 +119,46 @@ func (f *fixture) count(t *testing.T, table string) int {
 	return n
 }
 
+// copyCompare is how the tests compare a table with its copy: by id, on the
+// columns every test table has.
+var copyCompare = testutil.Compare{Key: []string{"id"}, Columns: []string{"id", "updated_at", "v"}}
+
 // diff counts the rows that differ between src and its copy, compared value
-// by value (missing, extra or changed rows).
+// by value (missing, extra or changed rows); -1 when a table is missing.
 func (f *fixture) diff(t *testing.T, src, dst string) int {
 	t.Helper()
-	var n int
-	q := fmt.Sprintf(`SELECT count(*) FROM %s s FULL JOIN %s c ON c.id = s.id
-WHERE (s.id, s.updated_at, s.v) IS DISTINCT FROM (c.id, c.updated_at, c.v)`, src, dst)
-	if err := f.db.Pool.QueryRow(context.Background(), q).Scan(&n); err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			return -1
-		}
-		t.Fatal(err)
+	d := copyCompare.Tables(t, f.db.Pool, src, f.db.Pool, dst)
+	if d.NoSource || d.NoCopy {
+		return -1
 	}
-	return n
+	return d.Missing + d.Extra + d.Changed + d.Duplicates
 }
 
 // requireEqual fails unless the copy equals the source row by row.
 func (f *fixture) requireEqual(t *testing.T, src, dst string) {
 	t.Helper()
-	if d := f.diff(t, src, dst); d != 0 {
-		t.Fatalf("copy %s differs from %s in %d rows (source %d rows, copy %d)", dst, src, d, f.count(t, src), f.count(t, dst))
-	}
+	copyCompare.RequireEqual(t, f.db.Pool, src, f.db.Pool, dst)
 }
 
-// eventually polls cond until it is true or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+// start starts syncd with args and env additions (killed at the test's end
+// if still running); its output goes to the test log when the test fails.
+func start(t *testing.T, env []string, args ...string) *testutil.Process {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// proc is a syncd process started by a test.
-type proc struct {
-	cmd  *exec.Cmd
-	mu   sync.Mutex
-	out  bytes.Buffer // stdout and stderr
-	done chan struct{}
-	err  error
-}
-
-// start runs syncd with args and env additions; the process is killed at
-// the end of the test if it is still running.
-func start(t *testing.T, env []string, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(binary, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	pr, pw := io.Pipe()
-	p.cmd.Stdout, p.cmd.Stderr = pw, pw
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		sc := bufio.NewScanner(pr)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			p.mu.Lock()
-			p.out.Write(sc.Bytes())
-			p.out.WriteByte('\n')
-			p.mu.Unlock()
-		}
-	}()
-	go func() {
-		p.err = p.cmd.Wait()
-		pw.Close()
-		<-copied
-		close(p.done)
-	}()
+	p := syncd.Start(t, env, args...)
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if strings.Contains(p.output(), secret) {
-			t.Errorf("syncd %s printed a DSN password", strings.Join(args, " "))
-		}
 		if t.Failed() {
-			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.output())
+			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.Output)
 		}
 	})
 	return p
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.out.String()
-}
-
-// count says how many times s occurs in the output.
-func (p *proc) count(s string) int { return strings.Count(p.output(), s) }
-
-func (p *proc) signal(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		t.Fatalf("send %v: %v", sig, err)
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, timeout time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(timeout):
-		t.Fatalf("syncd did not exit within %s; output:\n%s", timeout, p.output())
-	}
-	if p.err == nil {
-		return 0
-	}
-	if ee, ok := p.err.(*exec.ExitError); ok {
-		return ee.ExitCode()
-	}
-	t.Fatalf("wait for syncd: %v", p.err)
-	return -1
 }
 
 // runSyncd runs one syncd command to its end and returns its exit code,
 // stdout and stderr.
 func runSyncd(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if strings.Contains(stdout.String()+stderr.String(), secret) {
-		t.Errorf("syncd %s printed a DSN password", strings.Join(args, " "))
-	}
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run syncd %v: %v", args, err)
-	}
-	return code, stdout.String(), stderr.String()
+	r := syncd.Run(t, env, args...)
+	return r.Code, r.Stdout, r.Stderr
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
@@ -366,7 +249,7 @@ func (f *fixture) writer(t *testing.T, table string, next int) (stop func()) {
 		for ; ctx.Err() == nil; next++ {
 			_, _ = f.db.Pool.Exec(ctx, `UPDATE `+table+` SET v = v || '+', updated_at = clock_timestamp() WHERE id = $1`, rand.IntN(next-1)+1)
 			_, _ = f.db.Pool.Exec(ctx, `INSERT INTO `+table+` (id, v) VALUES ($1, 'new')`, next)
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond) // the writer's pace
 		}
 	}()
 	var once sync.Once
@@ -384,7 +267,7 @@ func (f *fixture) catchUp(t *testing.T, path, state string) {
 	// statement ends; an open transaction of one correctly holds the read
 	// bound back (it could still commit rows), so the catch-up run waits
 	// for them to go.
-	eventually(t, 30*time.Second, "the sessions of killed syncd processes to end", func() bool {
+	testutil.Eventually(t, 30*time.Second, "the sessions of killed syncd processes to end", func() bool {
 		var n int
 		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'`).Scan(&n); err != nil {
 			t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -76,10 +77,10 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	f.table(t, "src", 300)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	env := []string{"SYNCD_ADMIN_TOKEN=" + token}
 	p := start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 20*time.Second, "the first run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 	im := startImpostor(t, addr, state)
 
 	for _, args := range [][]string{
@@ -132,21 +133,18 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	}
 
 	// A daemon killed outright leaves its socket; the next one takes over.
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	p.wait(t, 10*time.Second)
+	p.Kill(t)
 	if _, err := os.Lstat(daemon.SocketPath(state)); err != nil {
 		t.Fatalf("the killed daemon's socket is gone (%v); the test needs a stale one", err)
 	}
 	p = start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
-	eventually(t, 20*time.Second, "the second daemon's run", func() bool { return strings.Contains(p.output(), `"msg":"run done"`) })
+	testutil.Eventually(t, 20*time.Second, "the second daemon's run", func() bool { return p.Output.Count("run done") > 0 })
 	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state)
 	if code != 0 || !strings.Contains(out, "orders") {
 		t.Fatalf("status after a restart over a stale socket: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	p.signal(t, syscall.SIGTERM)
-	if c := p.wait(t, 10*time.Second); c != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
 		t.Fatalf("exit %d after SIGTERM", c)
 	}
 	for _, file := range []string{daemon.SocketPath(state), daemon.IdentityPath(state)} {

@@ -1,17 +1,16 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/retry"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -22,24 +21,7 @@ type inproc struct {
 	stop   chan struct{}
 	reload chan struct{}
 	done   chan error
-	logs   *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs   *testutil.Log
 }
 
 // startDaemon runs daemon.Run on the configs of path with a fast backoff;
@@ -54,7 +36,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &inproc{store: store, stop: make(chan struct{}), reload: make(chan struct{}), done: make(chan error, 1), logs: &syncBuffer{}}
+	d := &inproc{store: store, stop: make(chan struct{}), reload: make(chan struct{}), done: make(chan error, 1), logs: &testutil.Log{}}
 	listening := make(chan string, 1)
 	o := daemon.Options{
 		ConfigPath: path,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // takeDefaultAddr holds the default admin address for the test, serving a
@@ -17,17 +18,11 @@ import (
 func takeDefaultAddr(t *testing.T) {
 	t.Helper()
 	var ln net.Listener
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var err error
-		if ln, err = net.Listen("tcp", daemon.DefaultListen); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the default admin address stayed busy: %v", err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var err error
+	testutil.Eventually(t, 30*time.Second, "the default admin address to be free", func() bool {
+		ln, err = net.Listen("tcp", daemon.DefaultListen)
+		return err == nil
+	})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"state": "/var/lib/other/syncd.db", "sources": []}`))
@@ -48,8 +43,8 @@ func TestDefaultAddressInUse(t *testing.T) {
 	takeDefaultAddr(t)
 	state := filepath.Join(t.TempDir(), "state.db")
 	p := start(t, nil, "run", "--config", path, "--state", state)
-	eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
-	if !strings.Contains(p.output(), "admin HTTP off: the default address is in use by another process") {
+	testutil.Eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
+	if !strings.Contains(p.Output.String(), "admin HTTP off: the default address is in use by another process") {
 		t.Fatalf("no line says the admin HTTP is off")
 	}
 	code, stdout, stderr := runSyncd(t, nil, "status", "--config", path, "--state", state)
@@ -60,8 +55,8 @@ func TestDefaultAddressInUse(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "holds another state file (/var/lib/other/syncd.db)") || stdout != "" {
 		t.Fatalf("status through another daemon's address: exit %d, stdout %q, stderr %q; want exit 1 refusing its status", code, stdout, stderr)
 	}
-	p.signal(t, syscall.SIGTERM)
-	if c := p.wait(t, 10*time.Second); c != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
 		t.Fatalf("exit %d, want 0", c)
 	}
 	// An address asked for with --listen must be free: that is an error.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -61,14 +62,14 @@ sink:
 		t.Fatal(err)
 	}
 
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 30*time.Second, "two attempts failed on the lock", func() bool {
-		return p.count(`"kind":"lock_timeout"`) >= 2
+	testutil.Eventually(t, 30*time.Second, "two attempts failed on the lock", func() bool {
+		return p.Output.Count("", "kind", "lock_timeout") >= 2
 	})
 	// Between attempts no syncd session holds the run lock, and status
 	// (asked of the daemon) shows the failed attempt and why.
-	eventually(t, 20*time.Second, "the run lock released between attempts", func() bool {
+	testutil.Eventually(t, 20*time.Second, "the run lock released between attempts", func() bool {
 		return f.count(t, "pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.application_name = 'syncd' AND a.datname = current_database()") == 0
 	})
 	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
@@ -83,15 +84,15 @@ sink:
 		!strings.Contains(s.LastError, fmt.Sprintf("pid %d", pid)) {
 		t.Errorf("status during the lock: %q %q, want the failure naming the copy and the session", s.LastStatus, s.LastError)
 	}
-	if strings.Contains(p.output(), "permanent error") {
+	if strings.Contains(p.Output.String(), "permanent error") {
 		t.Errorf("a lock timeout was taken for a permanent error")
 	}
 
 	if _, err := locker.Exec(ctx, "ROLLBACK"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, "a run done after the lock went", func() bool {
-		return strings.Contains(p.output(), `"msg":"run done"`)
+	testutil.Eventually(t, 60*time.Second, "a run done after the lock went", func() bool {
+		return p.Output.Count("run done") > 0
 	})
 	f.requireEqual(t, "src", "copy")
 	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -26,9 +27,9 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	// Before the daemon: the copy is made, then read again from the start
 	// (every row unchanged).
 	copyThenResync(t, path, state)
-	addr := freeAddr(t)
+	addr := testutil.FreeAddr(t)
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
-	eventually(t, 30*time.Second, "three runs", func() bool { return p.count(`"msg":"run done"`) >= 3 })
+	testutil.Eventually(t, 30*time.Second, "three runs", func() bool { return p.Output.Count("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")
 	m := scrape(t, addr)
@@ -80,8 +81,8 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "FRESHNESS") || !strings.Contains(out, "NEWEST ROW AGE") || !strings.Contains(out, "24h0") {
 		t.Errorf("status table: exit %d: %s%s", code, out, errOut)
 	}
-	p.signal(t, syscall.SIGTERM)
-	if c := p.wait(t, 10*time.Second); c != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
 		t.Fatalf("exit %d after SIGTERM", c)
 	}
 	// Without the daemon, status reads the same from the state file.
@@ -112,12 +113,12 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
-	eventually(t, 20*time.Second, "run started", func() bool { return p.count(`"msg":"run started"`) == 1 })
-	if !strings.Contains(p.output(), `"from":"the start"`) {
+	testutil.Eventually(t, 20*time.Second, "run started", func() bool { return p.Output.Count("run started") == 1 })
+	if p.Output.Count("run started", "from", "the start") != 1 {
 		t.Errorf("the run started line does not say it starts from the start")
 	}
 	var st ops.Status
-	eventually(t, 10*time.Second, "status to show the run", func() bool {
+	testutil.Eventually(t, 10*time.Second, "status to show the run", func() bool {
 		code, out, _ := runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
 		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Sources[0].Running != nil
 	})
@@ -129,22 +130,16 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "running: 0 rows from the start") {
 		t.Errorf("status table while running: exit %d: %s%s", code, out, errOut)
 	}
-	eventually(t, 15*time.Second, "a progress line", func() bool { return p.count(`"msg":"run progress"`) >= 1 })
-	line := ""
-	for _, l := range strings.Split(p.output(), "\n") {
-		if strings.Contains(l, `"msg":"run progress"`) {
-			line = l
-			break
-		}
-	}
-	if !strings.Contains(line, `"rows":0`) || !strings.Contains(line, `"rows_left_estimate":`) || !strings.Contains(line, `"eta":"unknown"`) || !strings.Contains(line, `"rows_per_second":0`) {
-		t.Errorf("progress line %s", line)
+	testutil.Eventually(t, 15*time.Second, "a progress line", func() bool { return p.Output.Count("run progress") >= 1 })
+	rec, _ := p.Output.Find("run progress")
+	if _, ok := rec.Get("rows_left_estimate"); !ok || !rec.Match("", "rows", 0, "eta", "unknown", "rows_per_second", 0) {
+		t.Errorf("progress record %v, want 0 rows, an estimate of the rows left, eta unknown, 0 rows per second", rec)
 	}
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "run done", func() bool { return p.count(`"msg":"run done"`) == 1 })
-	if n := p.count(`"msg":"run progress"`); n > 2 {
+	testutil.Eventually(t, 20*time.Second, "run done", func() bool { return p.Output.Count("run done") == 1 })
+	if n := p.Output.Count("run progress"); n > 2 {
 		t.Errorf("%d progress lines for a run of about 10 s, want at most one per 10 s", n)
 	}
 	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
@@ -153,8 +148,8 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 		t.Errorf("status after the run: exit %d: %s", code, out)
 	}
 	f.requireEqual(t, "src", "copy")
-	p.signal(t, syscall.SIGTERM)
-	if c := p.wait(t, 10*time.Second); c != 0 {
+	p.Signal(t, syscall.SIGTERM)
+	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
 		t.Fatalf("exit %d after SIGTERM", c)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/robfig/cron/v3"
 	"github.com/syncd/syncd/config"
 )
 
@@ -43,7 +42,7 @@ const expandTimeout = time.Minute
 // source, and a table that no longer matches stops being scheduled.
 type pattern struct {
 	cfg     *config.Config
-	entry   cron.EntryID
+	entry   entryID
 	members map[string]bool   // names of the sources it made
 	skipped map[string]string // table source name -> reason last logged
 	empty   bool              // the last match found no table (logged once)
@@ -68,7 +67,7 @@ func (d *daemon) addPattern(c *config.Config) {
 
 func (d *daemon) schedulePattern(p *pattern) {
 	name := p.cfg.Name
-	id, err := d.cron.AddFunc(p.cfg.Schedule, func() {
+	id, err := d.cron.add(p.cfg.Schedule, func() {
 		if d.begin() {
 			defer d.wg.Done()
 			d.expand(name)
@@ -94,7 +93,7 @@ func (d *daemon) removePattern(name string) {
 	if !ok {
 		return
 	}
-	d.cron.Remove(p.entry)
+	d.cron.remove(p.entry)
 	d.apply(p, nil)
 	d.pm.tables.DeletePartialMatch(prometheus.Labels{"source": name})
 	d.pm.failed.DeletePartialMatch(prometheus.Labels{"source": name})
@@ -106,7 +105,7 @@ func (d *daemon) replacePattern(c *config.Config) {
 	p := d.patterns[c.Name]
 	p.cfg = c
 	d.pmu.Unlock()
-	d.cron.Remove(p.entry)
+	d.cron.remove(p.entry)
 	d.schedulePattern(p)
 	d.expand(c.Name)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/syncer"
 )
@@ -44,22 +45,43 @@ END $$`)
 
 	stopWriter := f.writer(t, "src", 1501)
 	dir := t.TempDir()
-	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", freeAddr(t))
-	// b's first run meets a's long first run and is skipped.
-	time.Sleep(300 * time.Millisecond)
-	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", freeAddr(t))
-	time.Sleep(6 * time.Second)
+	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", testutil.FreeAddr(t))
+	// b starts once a's first run is applying pages: b's own first run
+	// meets it and is skipped.
+	testutil.Eventually(t, 30*time.Second, "a's first page", func() bool { return f.count(t, "apply_log") > 0 })
+	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", testutil.FreeAddr(t))
+	skip := regexp.MustCompile(`source orders is being synced by another syncd process \(backend pid \d+, application_name "syncd", client 127\.0\.0\.1:\d+`)
+	skipped := func(p *testutil.Process) bool {
+		_, ok := p.Output.FindFunc(func(e testutil.Entry) bool {
+			return e.Match("run skipped", "source", "orders") && skip.MatchString(e.Text("reason"))
+		})
+		return ok
+	}
+	applied := func() int {
+		var n int
+		if err := f.db.Pool.QueryRow(context.Background(), `SELECT count(DISTINCT txid) FROM apply_log`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// Both processes run under the writer's load until one of them was
+	// skipped because the other held the source, and 30 pages were
+	// applied.
+	testutil.Eventually(t, 60*time.Second, "a run skipped for the other process, and 30 pages", func() bool {
+		return (skipped(a) || skipped(b)) && applied() >= 30
+	})
 	stopWriter()
-	eventually(t, 30*time.Second, "the copy to equal the source", func() bool { return f.diff(t, "src", "copy") == 0 })
+	testutil.Eventually(t, 30*time.Second, "the copy to equal the source", func() bool { return f.diff(t, "src", "copy") == 0 })
 	// Once the writes stop the runs get short, and b's ticks (2 s, 4 s, ...)
 	// find the source free between a's (3 s, 6 s, ...).
-	applied := regexp.MustCompile(`"msg":"run done","source":"orders","pages":[1-9]`)
-	eventually(t, 20*time.Second, "both processes to apply pages in turn", func() bool {
-		return applied.MatchString(a.output()) && applied.MatchString(b.output())
-	})
-	a.signal(t, syscall.SIGTERM)
-	b.signal(t, syscall.SIGTERM)
-	if ca, cb := a.wait(t, 10*time.Second), b.wait(t, 10*time.Second); ca != 0 || cb != 0 {
+	wrote := func(p *testutil.Process) bool {
+		_, ok := p.Output.FindFunc(func(e testutil.Entry) bool { return e.Match("run done", "source", "orders") && e.Int("pages") > 0 })
+		return ok
+	}
+	testutil.Eventually(t, 20*time.Second, "both processes to apply pages in turn", func() bool { return wrote(a) && wrote(b) })
+	a.Signal(t, syscall.SIGTERM)
+	b.Signal(t, syscall.SIGTERM)
+	if ca, cb := a.Wait(t, 10*time.Second).Code, b.Wait(t, 10*time.Second).Code; ca != 0 || cb != 0 {
 		t.Fatalf("exit codes %d and %d, want 0", ca, cb)
 	}
 	f.requireEqual(t, "src", "copy")
@@ -70,10 +92,6 @@ END $$`)
 	}
 	if pages < 30 || unlocked != 0 {
 		t.Fatalf("%d pages applied, %d of them without the run lock", pages, unlocked)
-	}
-	skip := regexp.MustCompile(`source orders is being synced by another syncd process \(backend pid \d+, application_name \\"syncd\\", client 127\.0\.0\.1:\d+`)
-	if !skip.MatchString(a.output()) && !skip.MatchString(b.output()) {
-		t.Errorf("neither process logged a run skipped because the other held the source")
 	}
 	t.Logf("%d pages by %d sessions, all under the run lock", pages, writers)
 }
@@ -224,7 +242,7 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 	dir := t.TempDir()
 	a := start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
 	// a's run takes about 2 s (50 ms a row); b runs while a holds its lock.
-	eventually(t, 10*time.Second, "the first source to hold its run lock", func() bool {
+	testutil.Eventually(t, 10*time.Second, "the first source to hold its run lock", func() bool {
 		var n int
 		_ = f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
 		return n > 0
@@ -234,13 +252,13 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 		t.Fatalf("second source: exit %d, want 0 and a complete run:\n%s%s", code, out, errOut)
 	}
 	select {
-	case <-a.done:
-		t.Fatalf("the first source ended before the second finished; the test proves nothing:\n%s", a.output())
+	case <-a.Done():
+		t.Fatalf("the first source ended before the second finished; the test proves nothing:\n%s", a.Output.String())
 	default:
 	}
 	f.requireEqual(t, "src_b", "copy_b")
-	if c := a.wait(t, 30*time.Second); c != 0 {
-		t.Fatalf("first source: exit %d:\n%s", c, a.output())
+	if c := a.Wait(t, 30*time.Second).Code; c != 0 {
+		t.Fatalf("first source: exit %d:\n%s", c, a.Output.String())
 	}
 	f.requireEqual(t, "src", "copy_a")
 }

@@ -6,9 +6,12 @@ import (
 	"math"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -19,13 +22,14 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	f.table(t, "src", 2500)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 1000\nlookback: 0s\n^schedule: \"@every 1s\"")
 	started := time.Now()
-	d := startDaemon(t, path, nil)
+	clock := newFakeClock()
+	d := startDaemon(t, path, func(o *daemon.Options) { o.Clock = clock })
 
-	eventually(t, 20*time.Second, "the first run to copy 2500 rows", func() bool { return f.diff(t, "src", "copy") == 0 })
-	// The copy is complete a moment before the run records its end.
-	eventually(t, 10*time.Second, "the first run's end", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] >= 1
+	// The start-up run; the schedule does not fire until the clock moves.
+	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
+		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
+	f.requireEqual(t, "src", "copy")
 	m := scrape(t, d.addr)
 	want := map[string]float64{
 		`syncd_rows_read_total{source="orders"}`:    2500,
@@ -46,11 +50,11 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 
 	f.insert(t, "src", 2501, 3200)
 	f.db.Exec(t, `UPDATE src SET v = 'changed', updated_at = clock_timestamp() WHERE id <= 10`)
-	eventually(t, 20*time.Second, "a scheduled run to pick up 700 new and 10 changed rows", func() bool { return f.diff(t, "src", "copy") == 0 })
-	// The page's metrics are recorded a moment after its commit.
-	eventually(t, 10*time.Second, "the page of 710 rows in the metrics", func() bool {
-		return scrape(t, d.addr)[`syncd_pages_total{source="orders"}`] >= 4
+	clock.fire(t)
+	testutil.Eventually(t, 20*time.Second, "the scheduled run's end", func() bool {
+		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 2
 	})
+	f.requireEqual(t, "src", "copy")
 	m = scrape(t, d.addr)
 	scraped := time.Now()
 	want = map[string]float64{
@@ -63,7 +67,7 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 			t.Errorf("%s = %v, want %v", k, got, v)
 		}
 	}
-	if n := m[`syncd_run_duration_seconds_count{source="orders"}`]; n < 1 || m[`syncd_run_duration_seconds_sum{source="orders"}`] <= 0 {
+	if n := m[`syncd_run_duration_seconds_count{source="orders"}`]; n != 2 || m[`syncd_run_duration_seconds_sum{source="orders"}`] <= 0 {
 		t.Errorf("run duration histogram counts %v runs", n)
 	}
 	for _, o := range []string{"failed", "skipped", "stopped"} {
@@ -88,9 +92,9 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	if wantLag := scraped.Sub(newest).Seconds(); math.Abs(lag-wantLag) > 1 {
 		t.Errorf("newest row age = %.3fs, want now minus the newest synced updated_at = %.3fs", lag, wantLag)
 	}
-	eventually(t, 5*time.Second, "an info line per run", func() bool {
-		return strings.Count(d.logs.String(), `"msg":"run done"`) >= 2
-	})
+	if n := d.logs.Count("run done", "source", "orders"); n != 2 {
+		t.Errorf("%d \"run done\" records, want one per run: 2", n)
+	}
 
 	// /status is the document of `syncd status --json`.
 	code, body := httpGet(t, "http://"+d.addr+"/status")
@@ -120,19 +124,46 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 func TestTickSkippedWhileRunning(t *testing.T) {
 	f := newFixture(t)
 	f.table(t, "src", 200)
-	// 10 pages of 20 rows at 10 ms a row: about 2 s for one run.
-	path := f.source(t, "slow.yaml", "slow", "src", "copy", "page_size: 20\nwhere: slow(10)\n^schedule: \"@every 1s\"")
-	d := startDaemon(t, path, nil)
-	eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
-	eventually(t, 10*time.Second, "a skipped tick", func() bool {
-		return scrape(t, d.addr)[`syncd_skipped_ticks_total{source="slow"}`] >= 1
+	path := f.source(t, "slow.yaml", "slow", "src", "copy", "page_size: 20\n^schedule: \"@every 1s\"")
+	clock := newFakeClock()
+	// The start-up run holds after its first page until the tick came.
+	held := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	d := startDaemon(t, path, func(o *daemon.Options) {
+		o.Clock = clock
+		o.Test = &daemon.TestSignals{AfterCommit: func(source string, page int64) error {
+			if page == 1 {
+				once.Do(func() { close(held) })
+				<-release
+			}
+			return nil
+		}}
 	})
-	if !strings.Contains(d.logs.String(), "tick skipped: the previous run of this source is still going") {
-		t.Error("no log line says the tick was skipped")
+	var released sync.Once
+	free := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(free) // before the daemon's stop, which waits for the run
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the start-up run committed no page within 30s")
 	}
+	clock.fire(t)
+	testutil.Eventually(t, 10*time.Second, "the skipped tick counted", func() bool {
+		return scrape(t, d.addr)[`syncd_skipped_ticks_total{source="slow"}`] == 1
+	})
+	if n := d.logs.Count("tick skipped: the previous run of this source is still going", "source", "slow", "job", "sync"); n != 1 {
+		t.Errorf("%d records say the tick was skipped, want 1", n)
+	}
+	free()
+	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
+		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="slow"}`] == 1
+	})
+	f.requireEqual(t, "src", "copy")
 	m := scrape(t, d.addr)
-	if m[`syncd_pages_total{source="slow"}`] < 10 || m[`syncd_retries_total{source="slow"}`] != 0 {
-		t.Errorf("pages %v retries %v", m[`syncd_pages_total{source="slow"}`], m[`syncd_retries_total{source="slow"}`])
+	if m[`syncd_pages_total{source="slow"}`] < 10 || m[`syncd_retries_total{source="slow"}`] != 0 || m[`syncd_skipped_ticks_total{source="slow"}`] != 1 {
+		t.Errorf("pages %v (want at least 10 of 20 rows) retries %v (want 0) skipped ticks %v (want 1)",
+			m[`syncd_pages_total{source="slow"}`], m[`syncd_retries_total{source="slow"}`], m[`syncd_skipped_ticks_total{source="slow"}`])
 	}
 }
 
@@ -146,9 +177,10 @@ func TestReconcileScheduled(t *testing.T) {
 	f.table(t, "src2", 10)
 	f.source(t, "fixed.yaml", "fixed", "src", "copy", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: true")
 	f.source(t, "kept.yaml", "kept", "src2", "copy2", "^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"\n^  repair: false")
-	d := startDaemon(t, f.dir, nil)
+	clock := newFakeClock()
+	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = clock })
 	// The start-up run copies both; the hourly schedule runs no other.
-	eventually(t, 20*time.Second, "both start-up runs", func() bool {
+	testutil.Eventually(t, 20*time.Second, "both start-up runs", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_runs_total{outcome="ok",source="fixed"}`] == 1 && m[`syncd_runs_total{outcome="ok",source="kept"}`] == 1
 	})
@@ -160,8 +192,9 @@ func TestReconcileScheduled(t *testing.T) {
 DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3`)
 	f.insert(t, "src2", 11, 15)
 
-	eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
-	eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
+	clock.fire(t) // both reconcile schedules tick
+	testutil.Eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
+	testutil.Eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_reconcile_runs_total{outcome="ok",source="fixed"}`] >= 1 &&
 			m[`syncd_reconcile_differences{kind="missing",source="kept"}`] == 2 &&
@@ -189,8 +222,9 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 	if got := f.diff(t, "src2", "copy2"); got != 8 {
 		t.Errorf("kept's copy differs in %d rows, want 8 (left unrepaired)", got)
 	}
-	// After the repair, fixed's last reconcile found nothing left.
-	eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
+	// After the repair, fixed's next reconcile finds nothing left.
+	clock.fire(t)
+	testutil.Eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_reconcile_differences{kind="missing",source="fixed"}`] == 0 &&
 			m[`syncd_reconcile_differences{kind="changed",source="fixed"}`] == 0

@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
 )
 
@@ -36,18 +38,18 @@ func TestSIGTERMMidRunLeavesCopyAndWatermarkConsistent(t *testing.T) {
 	// 60 pages of 50 rows at 2 ms a row: about 6 s for the whole run.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(2)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--log-level", "debug")
-	eventually(t, 20*time.Second, "5 pages applied", func() bool { return p.count(`"msg":"page applied"`) >= 5 })
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+	testutil.Eventually(t, 20*time.Second, "5 pages applied", func() bool { return p.Output.Count("page applied") >= 5 })
 	sent := time.Now()
-	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t, 10*time.Second); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM, want 0; output:\n%s", code, p.output())
+	p.Signal(t, syscall.SIGTERM)
+	if code := p.Wait(t, 10*time.Second).Code; code != 0 {
+		t.Fatalf("exit code %d after SIGTERM, want 0; output:\n%s", code, p.Output.String())
 	}
 	if d := time.Since(sent); d > 3*time.Second {
 		t.Errorf("exit took %s after SIGTERM; a page takes about 100 ms", d)
 	}
-	if !strings.Contains(p.output(), "run stopped before catching up") {
-		t.Errorf("no log line says the run stopped:\n%s", p.output())
+	if !strings.Contains(p.Output.String(), "run stopped before catching up") {
+		t.Errorf("no log line says the run stopped:\n%s", p.Output.String())
 	}
 
 	st := statusOf(t, path, state)
@@ -86,21 +88,22 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 
 	stopWriter := f.writer(t, "src", 4001)
-	kills := 0
 	for i := 0; i < 6; i++ {
-		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t))
-		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
-		p.signal(t, syscall.SIGKILL)
-		if code := p.wait(t, 10*time.Second); code != -1 {
-			t.Logf("kill %d: exit code %d (the process ended before the kill)", i, code)
-		} else {
-			kills++
+		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+		// The moment is random, but always after the process applied a
+		// page or more: under load a kill at a random time could land
+		// before anything was copied.
+		pages := 1 + rand.IntN(3)
+		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("kill %d: %d pages applied", i, pages), func() bool { return p.Output.Count("page applied") >= pages })
+		// A random moment within the next page (about 50 ms): the sleep is
+		// the randomness under test, not a wait for something.
+		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
+		p.Signal(t, syscall.SIGKILL)
+		if r := p.Wait(t, 10*time.Second); r.Signal != syscall.SIGKILL {
+			t.Fatalf("kill %d: %s; the process ended before the kill (it had more than 3000 rows to copy)", i, r)
 		}
 	}
 	stopWriter()
-	if kills < 4 {
-		t.Fatalf("only %d of 6 processes were killed mid-run", kills)
-	}
 	if c := f.count(t, "copy"); c == 0 || c >= f.count(t, "src") {
 		t.Fatalf("the kills did not land mid-sync: copy has %d rows of %d", c, f.count(t, "src"))
 	}
@@ -115,18 +118,20 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	// Pages of 50 rows at 20 ms a row: a second per page.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(20)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--log-level", "debug")
-	eventually(t, 20*time.Second, "a page applied", func() bool { return p.count(`"msg":"page applied"`) >= 1 })
-	p.signal(t, syscall.SIGTERM)
-	time.Sleep(100 * time.Millisecond)
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+	testutil.Eventually(t, 20*time.Second, "a page applied", func() bool { return p.Output.Count("page applied") >= 1 })
+	p.Signal(t, syscall.SIGTERM)
+	testutil.Eventually(t, 10*time.Second, "the graceful stop to begin", func() bool {
+		return p.Output.Count("stopping: no new page is taken; pages in flight commit and write their watermark") == 1
+	})
 	sent := time.Now()
-	p.signal(t, syscall.SIGINT)
-	code := p.wait(t, 10*time.Second)
+	p.Signal(t, syscall.SIGINT)
+	code := p.Wait(t, 10*time.Second).Code
 	if code != 1 || time.Since(sent) > 700*time.Millisecond {
 		t.Errorf("exit %d %s after the second signal; want 1 at once", code, time.Since(sent))
 	}
-	if !strings.Contains(p.output(), "stop forced") {
-		t.Errorf("no line says the stop was forced:\n%s", p.output())
+	if !strings.Contains(p.Output.String(), "stop forced") {
+		t.Errorf("no line says the stop was forced:\n%s", p.Output.String())
 	}
 	st := statusOf(t, path, state)
 	cur := st.Sources[0].Cursor
@@ -148,18 +153,18 @@ func TestShutdownTimeout(t *testing.T) {
 	// Pages of 50 rows at 60 ms a row: 3 s per page.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(60)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", freeAddr(t), "--shutdown-timeout", "1s")
-	eventually(t, 20*time.Second, "the first page's read in flight", func() bool {
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--shutdown-timeout", "1s")
+	testutil.Eventually(t, 20*time.Second, "the first page's read in flight", func() bool {
 		return f.count(t, "pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd' AND state = 'active' AND query LIKE '%slow(60)%LIMIT%' AND query NOT LIKE 'EXPLAIN%'") > 0
 	})
 	sent := time.Now()
-	p.signal(t, syscall.SIGTERM)
-	code := p.wait(t, 10*time.Second)
+	p.Signal(t, syscall.SIGTERM)
+	code := p.Wait(t, 10*time.Second).Code
 	if took := time.Since(sent); code != 1 || took < time.Second || took > 2500*time.Millisecond {
 		t.Errorf("exit %d after %s, want 1 after about 1s", code, took)
 	}
-	if !strings.Contains(p.output(), "shutdown timed out after 1s with runs still going ([orders])") {
-		t.Errorf("no line says the shutdown timed out:\n%s", p.output())
+	if !strings.Contains(p.Output.String(), "shutdown timed out after 1s with runs still going ([orders])") {
+		t.Errorf("no line says the shutdown timed out:\n%s", p.Output.String())
 	}
 	f.catchUp(t, path, state)
 }

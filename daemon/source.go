@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/robfig/cron/v3"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
@@ -34,7 +33,7 @@ type source struct {
 
 	mu      sync.Mutex
 	cfg     *config.Config
-	entries []cron.EntryID
+	entries []entryID
 	busy    bool
 	lastErr string     // the error of the last run when it failed
 	pending *time.Time // a resync waiting for the run in flight to end
@@ -97,17 +96,17 @@ func (s *source) schedule(c *config.Config) {
 	s.entries = nil
 	s.mu.Unlock()
 	for _, id := range old {
-		s.d.cron.Remove(id)
+		s.d.cron.remove(id)
 	}
-	var ids []cron.EntryID
-	id, err := s.d.cron.AddFunc(c.Schedule, func() { s.tick(jobSync) })
+	var ids []entryID
+	id, err := s.d.cron.add(c.Schedule, func() { s.tick(jobSync) })
 	if err != nil {
 		s.log.Error("schedule not usable; the source will not run", "schedule", c.Schedule, "err", err)
 	} else {
 		ids = append(ids, id)
 	}
 	if c.Reconcile != nil && c.Reconcile.Schedule != "" {
-		id, err := s.d.cron.AddFunc(c.Reconcile.Schedule, func() { s.tick(jobReconcile) })
+		id, err := s.d.cron.add(c.Reconcile.Schedule, func() { s.tick(jobReconcile) })
 		if err != nil {
 			s.log.Error("reconcile schedule not usable; reconcile will not run", "schedule", c.Reconcile.Schedule, "err", err)
 		} else {
@@ -128,7 +127,7 @@ func (s *source) unschedule() {
 	busy := s.busy
 	s.mu.Unlock()
 	for _, id := range old {
-		s.d.cron.Remove(id)
+		s.d.cron.remove(id)
 	}
 	if !busy {
 		s.d.m.RemoveSource(s.cfg.Name)
@@ -260,9 +259,14 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		}
 		s.d.m.Page(name, p.Rows, p.Written, p.Deleted, wm)
 	}
+	var afterCommit func(int64) error
+	if ts := s.d.o.Test; ts != nil && ts.AfterCommit != nil {
+		afterCommit = func(p int64) error { return ts.AfterCommit(name, p) }
+	}
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress,
+			AfterCommit: afterCommit,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

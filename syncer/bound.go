@@ -12,14 +12,35 @@ import (
 	"github.com/syncd/syncd/watermark"
 )
 
-// HoldWarnAfter is how long a transaction must have been open, when it holds
-// the bound back, before a run logs a warning; on a busy database shorter
-// transactions are always open and are logged at debug level only.
-var HoldWarnAfter = time.Second
+// DefaultHoldWarnAfter is how long a transaction must have been open, when
+// it holds the bound back, before a run logs a warning (Options.HoldWarnAfter
+// when zero); on a busy database shorter transactions are always open and
+// are logged at debug level only.
+const DefaultHoldWarnAfter = time.Second
 
-// AheadWait is how far ahead of the source's clock a row may be stamped
-// for a run to wait for the clock rather than leave it to the next run.
-var AheadWait = 2 * time.Second
+// DefaultAheadWait is how far ahead of the source's clock a row may be
+// stamped for a run to wait for the clock rather than leave it to the next
+// run, and how long a run waits for open writers that hold the bound at the
+// watermark (Options.AheadWait when zero).
+const DefaultAheadWait = 2 * time.Second
+
+// waits are the run's waits and thresholds for the read bound, with the
+// defaults filled in.
+type waits struct {
+	ahead    time.Duration // Options.AheadWait
+	holdWarn time.Duration // Options.HoldWarnAfter
+}
+
+func waitsOf(o Options) waits {
+	w := waits{ahead: o.AheadWait, holdWarn: o.HoldWarnAfter}
+	if w.ahead <= 0 {
+		w.ahead = DefaultAheadWait
+	}
+	if w.holdWarn <= 0 {
+		w.holdWarn = DefaultHoldWarnAfter
+	}
+	return w
+}
 
 // blindWarned remembers the sources whose blind bound was already logged:
 // that warning is said once per process, not at every run.
@@ -29,16 +50,16 @@ var blindWarned sync.Map
 // about it: once per process when the role cannot see other sessions or
 // source.bound: off leaves late commits to reconcile, and once per cause
 // (a transaction, a prepared transaction) when one holds it back.
-func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *slog.Logger) (source.Bound, error) {
-	b, err := settledBound(ctx, src)
+func readBound(ctx context.Context, src *source.Reader, c *config.Config, w waits, log *slog.Logger) (source.Bound, error) {
+	b, err := settledBound(ctx, src, w)
 	if err != nil {
 		return b, err
 	}
 	// Rows stamped a moment ahead of the source's clock (now() plus an
 	// offset, an application clock slightly fast) would wait for the next
-	// run; when they are at most AheadWait away, wait for the clock to pass
+	// run; when they are at most the ahead wait away, wait for the clock to pass
 	// them and take the bound again, so a run catches up with them.
-	ahead, ok, err := src.AheadOfClock(ctx, b, AheadWait)
+	ahead, ok, err := src.AheadOfClock(ctx, b, w.ahead)
 	if err != nil {
 		return b, err
 	}
@@ -49,7 +70,7 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 		case <-ctx.Done():
 			return b, ctx.Err()
 		}
-		if b, err = settledBound(ctx, src); err != nil {
+		if b, err = settledBound(ctx, src, w); err != nil {
 			return b, err
 		}
 	}
@@ -60,7 +81,7 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, log *s
 		}
 	}
 	warnLocalTime(ctx, src, c, log)
-	logHolders(ctx, b, src.Table.Temporal, c, log)
+	logHolders(ctx, b, src.Table.Temporal, c, w, log)
 	return b, nil
 }
 
@@ -82,25 +103,25 @@ func warnLocalTime(ctx context.Context, src *source.Reader, c *config.Config, lo
 }
 
 // settledBound takes the bound and, when open writers make it hold at the
-// watermark, waits up to AheadWait for exactly those writers to end.
-func settledBound(ctx context.Context, src *source.Reader) (source.Bound, error) {
+// watermark, waits up to the ahead wait for exactly those writers to end.
+func settledBound(ctx context.Context, src *source.Reader, w waits) (source.Bound, error) {
 	b, err := src.Bound(ctx)
 	if err != nil {
 		return b, err
 	}
-	return src.AwaitWriters(ctx, b, AheadWait)
+	return src.AwaitWriters(ctx, b, w.ahead)
 }
 
 // logHolders logs each transaction that holds the bound back, at warning
 // level once per cause (a transaction by its pid and start, a prepared
 // transaction by its gid), at debug level otherwise: a busy source holds
 // the bound at every run, and the metric carries the rest.
-func logHolders(ctx context.Context, b source.Bound, temporal bool, c *config.Config, log *slog.Logger) {
+func logHolders(ctx context.Context, b source.Bound, temporal bool, c *config.Config, w waits, log *slog.Logger) {
 	for _, h := range b.Holders {
 		open := b.Now.Sub(h.Since)
 		seqHold := b.Hold && !temporal
 		lvl := slog.LevelDebug
-		if (h.Prepared() || seqHold || open >= HoldWarnAfter) && firstWarning(c.Name, h) {
+		if (h.Prepared() || seqHold || open >= w.holdWarn) && firstWarning(c.Name, h) {
 			lvl = slog.LevelWarn
 		}
 		since := h.Since.Format(time.RFC3339Nano)
@@ -110,7 +131,7 @@ func logHolders(ctx context.Context, b source.Bound, temporal bool, c *config.Co
 				"gid", h.App, "prepared", since, "table", c.Source.Table)
 		case seqHold:
 			log.Log(ctx, lvl, "a transaction that can still commit rows below "+c.Source.Cursor[0]+" values already committed stayed open past the wait; rows past the watermark wait until it ends",
-				"pid", h.PID, "application_name", h.App, "transaction_start", since, "waited", AheadWait.String(), "table", c.Source.Table)
+				"pid", h.PID, "application_name", h.App, "transaction_start", since, "waited", w.ahead.String(), "table", c.Source.Table)
 		default:
 			log.Log(ctx, lvl, "bound held back by a transaction open since "+since+"; rows stamped at or after it wait until it ends",
 				"pid", h.PID, "application_name", h.App, "open_for", open.Round(time.Millisecond).String(), "bound", b.Value)

@@ -28,6 +28,8 @@ func lateCommitOn(t *testing.T, f *fixture, bound string) (*fixture, syncer.Resu
 	late := begin(t, f.db.URL)
 	late.exec(t, `UPDATE src SET v = 'late', updated_at = DEFAULT WHERE id = 1`)
 	late.exec(t, `INSERT INTO src (id, v) VALUES (100, 'late insert')`)
+	// Let the clock pass its start: the rows committed next are stamped
+	// after it.
 	time.Sleep(10 * time.Millisecond)
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = DEFAULT WHERE id IN (2, 3)`)
 	held := f.run(t, c)

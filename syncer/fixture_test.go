@@ -1,7 +1,6 @@
 package syncer_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -9,13 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -26,8 +25,11 @@ type fixture struct {
 	db    *pgtest.DB
 	store *watermark.Store
 	dir   string
-	logs  *syncBuffer
+	logs  *testutil.Log
 	name  string
+	// aheadWait and holdWarn are the run's Options.AheadWait and
+	// Options.HoldWarnAfter (zero: the defaults).
+	aheadWait, holdWarn time.Duration
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -52,7 +54,7 @@ func newFixtureOn(t *testing.T, db *pgtest.DB, updatedAt string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	return &fixture{db: db, store: store, dir: dir, logs: &syncBuffer{}, name: "src-" + db.Name}
+	return &fixture{db: db, store: store, dir: dir, logs: &testutil.Log{}, name: "src-" + db.Name}
 }
 
 // config writes a source file with the given source keys (one "key: value"
@@ -87,11 +89,16 @@ func (f *fixture) load(t *testing.T, file, table, cursor, sourceDSN string, keys
 func (f *fixture) run(t *testing.T, c *config.Config) syncer.Result {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	res, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log})
+	res, err := syncer.Run(context.Background(), f.options(c, log))
 	if err != nil {
 		t.Fatalf("run: %v\nlog:\n%s", err, f.logs)
 	}
 	return res
+}
+
+// options are the options of a run of c by the fixture.
+func (f *fixture) options(c *config.Config, log *slog.Logger) syncer.Options {
+	return syncer.Options{Config: c, Store: f.store, Logger: log, AheadWait: f.aheadWait, HoldWarnAfter: f.holdWarn}
 }
 
 func (f *fixture) watermark(t *testing.T) []string {
@@ -184,22 +191,4 @@ func (s *session) exec(t *testing.T, sql string) {
 	if _, err := s.conn.Exec(context.Background(), sql); err != nil {
 		t.Fatalf("exec %q: %v", sql, err)
 	}
-}
-
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -17,12 +17,17 @@ import (
 	"github.com/syncd/syncd/syncer"
 )
 
+// holdWarn is the runs' Options.HoldWarnAfter in these tests: the default,
+// which `syncd status` also uses to name a holder.
+const holdWarn = syncer.DefaultHoldWarnAfter
+
 func holdLines(logs string) int {
 	return strings.Count(logs, "bound held back by a transaction open since")
 }
 
 func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 	f := newFixture(t)
+	f.holdWarn = holdWarn
 	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, now() - interval '10 minutes' + g * interval '1 ms', 'old' FROM generate_series(1, 10) g`)
 	c := f.config(t, f.db.URL, "lookback: 0s")
 
@@ -31,14 +36,16 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 	open.exec(t, "SELECT count(*) FROM src")
 	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'after its start' FROM generate_series(11, 15) g`)
 	f.db.Exec(t, fmt.Sprintf(`INSERT INTO src (id, updated_at, v) SELECT g, '%s'::timestamptz - interval '1 minute' + g * interval '1 ms', 'before its start' FROM generate_series(16, 18) g`, open.since.Format(time.RFC3339Nano)))
-	time.Sleep(syncer.HoldWarnAfter + 100*time.Millisecond)
+	// The transaction's age is what the warning is about: let the clock
+	// pass the threshold.
+	time.Sleep(holdWarn + 100*time.Millisecond)
 
 	res := f.run(t, c)
 	if res.Holder.PID != open.pid || !res.Holder.Since.Equal(open.since) || !res.Bound.Equal(open.since) {
 		t.Fatalf("result: holder pid %d since %v, bound %v; want pid %d and bound = its start %v", res.Holder.PID, res.Holder.Since, res.Bound, open.pid, open.since)
 	}
-	if res.HeldBack < syncer.HoldWarnAfter {
-		t.Errorf("held back %s, want at least %s", res.HeldBack, syncer.HoldWarnAfter)
+	if res.HeldBack < holdWarn {
+		t.Errorf("held back %s, want at least %s", res.HeldBack, holdWarn)
 	}
 	if d := f.diff(t); !slices.Equal(d, []int{11, 12, 13, 14, 15}) {
 		t.Fatalf("while held: ids that differ = %v, want exactly the rows stamped after the open transaction began [11..15]", d)
@@ -184,6 +191,8 @@ func TestRoleWithoutStatsPrivilege(t *testing.T) {
 	// A superuser session's open transaction is invisible to this role.
 	late := begin(t, f.db.URL)
 	late.exec(t, `UPDATE src SET v = 'late', updated_at = now() WHERE id = 1`)
+	// Let the clock pass its start: the rows committed next are stamped
+	// after it.
 	time.Sleep(10 * time.Millisecond)
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = now() WHERE id IN (2, 3)`)
 	res := f.run(t, c)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -32,21 +33,14 @@ func (f *fixture) rowsRead(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	defer conn.Release()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		// A backend flushes its counters before it leaves pg_stat_activity.
+	// A backend flushes its counters before it leaves pg_stat_activity.
+	testutil.Eventually(t, 10*time.Second, "the run's syncd sessions to end", func() bool {
 		var open int
 		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = $1`, pgutil.AppName).Scan(&open); err != nil {
 			t.Fatal(err)
 		}
-		if open == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d syncd sessions still open 10 s after the run", open)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return open == 0
+	})
 	var n int64
 	if _, err := conn.Exec(ctx, "SELECT pg_stat_force_next_flush(), pg_stat_clear_snapshot()"); err != nil {
 		t.Fatal(err)

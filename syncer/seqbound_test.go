@@ -9,7 +9,6 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
-	"github.com/syncd/syncd/syncer"
 )
 
 // seqConfig writes a source of table public.seq with cursor [id] (a
@@ -37,13 +36,6 @@ func (f *fixture) assertCopyOf(t *testing.T, table string) {
 	}
 }
 
-// shortWait makes a run wait at most d for open writers.
-func shortWait(t *testing.T, d time.Duration) {
-	old := syncer.AheadWait
-	syncer.AheadWait = d
-	t.Cleanup(func() { syncer.AheadWait = old })
-}
-
 func seqHoldLines(logs string) int {
 	return strings.Count(logs, "can still commit rows below")
 }
@@ -51,8 +43,8 @@ func seqHoldLines(logs string) int {
 // A transaction takes id N and stays open while another takes N+1 and
 // commits: a run must not move the watermark past N until it ends.
 func TestSequenceCursorLateCommit(t *testing.T) {
-	shortWait(t, 300*time.Millisecond)
 	f := newFixture(t)
+	f.aheadWait = 300 * time.Millisecond
 	f.db.Exec(t, `CREATE TABLE seq (id bigserial PRIMARY KEY, v text NOT NULL)`)
 	f.db.Exec(t, `INSERT INTO seq (v) SELECT 'first ' || g FROM generate_series(1, 5) g`)
 	c := f.seqConfig(t)
@@ -85,8 +77,8 @@ func TestSequenceCursorLateCommit(t *testing.T) {
 // A writer that ends while the run waits for it does not hold the run: the
 // run reads up to the largest committed id.
 func TestSequenceCursorWaitsForOpenWriter(t *testing.T) {
-	shortWait(t, 5*time.Second)
 	f := newFixture(t)
+	f.aheadWait = 5 * time.Second
 	f.db.Exec(t, `CREATE TABLE seq (id bigserial PRIMARY KEY, v text NOT NULL)`)
 	c := f.seqConfig(t)
 	// nextval() before the INSERT, in the same transaction: the lock on the
@@ -96,6 +88,8 @@ func TestSequenceCursorWaitsForOpenWriter(t *testing.T) {
 	f.db.Exec(t, `INSERT INTO seq (v) VALUES ('early')`)
 	done := make(chan error, 1)
 	go func() {
+		// The writer's pace, part of the scenario: it commits half a second
+		// in, while the run waits for it (up to 5 s).
 		time.Sleep(500 * time.Millisecond)
 		_, err := late.conn.Exec(context.Background(), `INSERT INTO seq (id, v) VALUES (1, 'late'); COMMIT`)
 		done <- err
@@ -114,7 +108,6 @@ func TestSequenceCursorWaitsForOpenWriter(t *testing.T) {
 // it leaves pg_stat_activity, but not pg_locks. The shared server has
 // max_prepared_transactions = 0, so this runs on a throwaway cluster.
 func TestPreparedTransactionHoldsBound(t *testing.T) {
-	shortWait(t, 300*time.Millisecond)
 	ctx := context.Background()
 	cl, err := pgtest.StartCluster(ctx, "max_prepared_transactions = 10")
 	if err != nil {
@@ -124,6 +117,7 @@ func TestPreparedTransactionHoldsBound(t *testing.T) {
 
 	t.Run("sequence", func(t *testing.T) {
 		f := clusterFixture(t, cl)
+		f.aheadWait = 300 * time.Millisecond
 		f.db.Exec(t, `CREATE TABLE seq (id bigserial PRIMARY KEY, v text NOT NULL)`)
 		f.db.Exec(t, `INSERT INTO seq (v) SELECT 'first ' || g FROM generate_series(1, 5) g`)
 		c := f.seqConfig(t)
@@ -140,6 +134,7 @@ func TestPreparedTransactionHoldsBound(t *testing.T) {
 
 	t.Run("timestamp", func(t *testing.T) {
 		f := clusterFixture(t, cl)
+		f.aheadWait = 300 * time.Millisecond
 		f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, now() - interval '1 minute' + g * interval '1 ms', 'v' || g FROM generate_series(1, 20) g`)
 		c := f.config(t, f.db.URL, "lookback: 0s")
 		f.run(t, c)

@@ -45,6 +45,15 @@ type Options struct {
 	// ProgressEvery is how often a long run logs its progress
 	// (DefaultProgressEvery when zero).
 	ProgressEvery time.Duration
+	// AheadWait is how far ahead of the source's clock a row may be stamped
+	// for the run to wait for the clock, and how long it waits for open
+	// writers that hold the bound at the watermark (DefaultAheadWait when
+	// zero).
+	AheadWait time.Duration
+	// HoldWarnAfter is how long a transaction that holds the bound back
+	// must have been open for the run to log it as a warning rather than
+	// at debug level (DefaultHoldWarnAfter when zero).
+	HoldWarnAfter time.Duration
 	// Test, nil in production, lets a test act at moments inside a run
 	// that no callback above reaches (inside a page's transaction).
 	Test *plan.TestSignals

@@ -89,7 +89,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 // bound reads the commit-safe bound the run reads below, and the point
 // the copy is caught up to when the run reaches the end.
 func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, time.Time, error) {
-	bound, err := readBound(ctx, src, r.c, r.log)
+	bound, err := readBound(ctx, src, r.c, waitsOf(r.o), r.log)
 	if err != nil {
 		return bound, time.Time{}, err
 	}

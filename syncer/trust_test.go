@@ -27,6 +27,8 @@ func TestWriterNamedLikeSyncdHoldsBound(t *testing.T) {
 	f.run(t, c)
 
 	late := begin(t, f.db.URL+"&application_name="+pgutil.AppName)
+	// Let the clock pass its start: the rows committed next are stamped
+	// after it, which is what the bound must hold back.
 	time.Sleep(10 * time.Millisecond)
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = DEFAULT WHERE id IN (2, 3)`)
 	held := f.run(t, c)
@@ -100,7 +102,7 @@ func TestHoldWarnedOncePerCause(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	run := func() {
 		t.Helper()
-		if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log}); err != nil {
+		if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log, HoldWarnAfter: holdWarn}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -110,7 +112,9 @@ func TestHoldWarnedOncePerCause(t *testing.T) {
 		pids = append(pids, open.pid)
 		open.exec(t, "SELECT 1")
 		f.db.Exec(t, `INSERT INTO src (id, v) SELECT coalesce(max(id), 0) + 1, 'x' FROM src`)
-		time.Sleep(syncer.HoldWarnAfter + 50*time.Millisecond)
+		// Let the clock pass the warning threshold: the transaction's age
+		// is what decides the warning.
+		time.Sleep(holdWarn + 50*time.Millisecond)
 		for range 4 {
 			run()
 		}

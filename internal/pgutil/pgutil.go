@@ -19,8 +19,8 @@ import (
 // set it (own.go identifies syncd's sessions).
 const AppName = "syncd"
 
-// Settings are the session parameters every syncd connection runs with.
-var Settings = map[string]string{
+// settings are the session parameters every syncd connection runs with.
+var settings = map[string]string{
 	"TimeZone":           "UTC",
 	"DateStyle":          "ISO, YMD",
 	"IntervalStyle":      "postgres",
@@ -41,7 +41,7 @@ func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("%s dsn is not a valid connection string (%s): fix %s.dsn", role, Scrub(err.Error(), dsn), role)
 	}
-	for k, v := range Settings {
+	for k, v := range settings {
 		cfg.RuntimeParams[k] = v
 	}
 	if adjust != nil {
