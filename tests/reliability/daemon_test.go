@@ -190,6 +190,8 @@ func TestDaemonRidesOutFaults(t *testing.T) {
 		if err := cl.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// The test's own pooled connections to that server died with it.
+		remote.Pool.Reset()
 	}
 	faults := []fault{
 		{name: "terminate", inject: terminate, kinds: []string{"admin_shutdown", "connection"}},
