@@ -62,7 +62,7 @@ type Kind struct {
 var registry = map[string]Kind{
 	config.SinkPostgres: {
 		Type:               config.SinkPostgres,
-		OpenSink:           func(ctx context.Context, c *config.Config) (sink.Sink, error) { return sink.OpenPostgres(ctx, c) },
+		OpenSink:           openPostgres,
 		Reconcile:          reconcileTable,
 		ReconcileWatermark: true,
 		RunsAtStart:        true,
@@ -113,4 +113,15 @@ func reconcileCampaign(ctx context.Context, c *config.Config, _ reconcile.StateR
 		return nil, fmt.Errorf("verify the repair of %s: %w", c.Name, err)
 	}
 	return rep, nil
+}
+
+// openPostgres opens the table copy's sink; on failure the Sink is nil, not
+// an interface holding a nil *sink.Postgres (a run that failed to open its
+// sink would otherwise call methods on it).
+func openPostgres(ctx context.Context, c *config.Config) (sink.Sink, error) {
+	s, err := sink.OpenPostgres(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }
