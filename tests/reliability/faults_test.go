@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -240,9 +241,12 @@ func clusterDB(t *testing.T, cl *pgtest.Cluster) *pgtest.DB {
 	t.Helper()
 	ctx := context.Background()
 	name := strings.ToLower(strings.NewReplacer("/", "_", " ", "_").Replace("faults_" + t.Name()))
-	if len(name) > 60 {
-		name = name[:60]
+	if len(name) > 50 {
+		name = name[:50]
 	}
+	// Unique: the cluster can outlive one test (go test -count=3 runs the
+	// same test again on it).
+	name = fmt.Sprintf("%s_%08x", name, rand.Uint32())
 	clusterExec(t, cl, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 	u, _ := url.Parse(cl.URL())
 	u.Path = "/" + name
