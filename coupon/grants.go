@@ -2,6 +2,7 @@ package coupon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -28,9 +29,14 @@ type Grants struct {
 	written  int64         // new grants made through this sink
 	test     *plan.TestSignals
 
-	grantSQL, progressSQL           string
-	spanSQL, firstSpanSQL           [2]string // around the LIMIT
-	spanGrantSQL, firstSpanGrantSQL string
+	grantSQL, progressSQL string
+	spanSQL, firstSpanSQL [2]string // around the LIMIT
+	// The statements that grant a span: [0] a plain INSERT, [1] the same
+	// with ON CONFLICT DO NOTHING (see Apply).
+	spanGrantSQL, firstSpanGrantSQL [2]string
+	// conflicted is set once a span's plain INSERT met a grant that
+	// already existed: the rest of the run uses ON CONFLICT.
+	conflicted bool
 }
 
 var _ sink.Sink = (*Grants)(nil)
@@ -162,9 +168,11 @@ func (g *Grants) build() {
 	}
 	ins := "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + pgutil.IdentList("t.", names) +
 		", now() FROM " + g.t.targets + " t WHERE t.campaign_id = $1 AND " + keyTuple(prefixed("t.", cols)) + " <= " + keyTuple(upTo)
-	conflict := " ORDER BY " + pgutil.IdentList("t.", names) + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
-	g.firstSpanGrantSQL = ins + conflict
-	g.spanGrantSQL = ins + " AND " + keyTuple(prefixed("t.", cols)) + " > " + keyTuple(from) + conflict
+	order = " ORDER BY " + pgutil.IdentList("t.", names)
+	conflict := order + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
+	g.firstSpanGrantSQL = [2]string{ins + order, ins + conflict}
+	rest := ins + " AND " + keyTuple(prefixed("t.", cols)) + " > " + keyTuple(from)
+	g.spanGrantSQL = [2]string{rest + order, rest + conflict}
 }
 
 // prefixed returns each of cols with prefix before it.
@@ -218,11 +226,30 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 }
 
 func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
+	if p.Span != nil && !g.conflicted {
+		res, err := g.applyOnce(ctx, p, false)
+		if !isUniqueViolation(err) {
+			return res, err
+		}
+		g.conflicted = true
+	}
+	return g.applyOnce(ctx, p, true)
+}
+
+// isUniqueViolation reports whether err is a unique_violation (23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
+// applyOnce applies p in one transaction; a span's grants skip the keys
+// already granted only when onConflict is set.
+func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (sink.Result, error) {
 	var grantSQL string
 	var grantArgs []any
 	last := p.Last
 	if p.Span != nil {
-		grantSQL, grantArgs = g.spanGrant(p)
+		grantSQL, grantArgs = g.spanGrant(p, onConflict)
 	} else {
 		var arrays [][]string
 		arrays, last = g.keysOf(p)
@@ -265,18 +292,22 @@ func (g *Grants) apply(ctx context.Context, p page.Page) (sink.Result, error) {
 
 // spanGrant is the statement that grants the targets of a span page and
 // its arguments.
-func (g *Grants) spanGrant(p page.Page) (string, []any) {
+func (g *Grants) spanGrant(p page.Page, onConflict bool) (string, []any) {
+	i := 0
+	if onConflict {
+		i = 1
+	}
 	args := []any{g.campaign}
 	for _, v := range p.Last {
 		args = append(args, v)
 	}
 	if p.Span.After == nil {
-		return g.firstSpanGrantSQL, args
+		return g.firstSpanGrantSQL[i], args
 	}
 	for _, v := range p.Span.After {
 		args = append(args, v)
 	}
-	return g.spanGrantSQL, args
+	return g.spanGrantSQL[i], args
 }
 
 // ReadSpan reads where the next grant page ends: the last of at most limit
