@@ -189,3 +189,37 @@ func TestMissingOrExtraGrantFailsRun(t *testing.T) {
 	}
 	checkExact(t, db, want)
 }
+
+// TestGrantAheadOfTheRunIsKept: a grant that already exists ahead of the
+// progress cursor (another run or a repair got there first) makes the
+// page's plain INSERT fail on the primary key; the page is applied again
+// with ON CONFLICT DO NOTHING, the run succeeds, every target has exactly
+// one grant, the earlier grant keeps its granted_at, and the new-grant count
+// leaves it out.
+func TestGrantAheadOfTheRunIsKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const size = 500
+	db, want, cfg, store := campaignSetup(t, size)
+	ahead := want[size+size/2] // in page 2
+	calls := 0
+	test := &plan.TestSignals{BeforeCommit: func(context.Context) error {
+		calls++
+		if calls == 1 {
+			// Committed by another session while page 1 is in flight.
+			db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id, granted_at) VALUES ($1, $2, '2000-01-01 00:00:00+00')", campaignID, ahead)
+		}
+		return nil
+	}}
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: test})
+	if err != nil {
+		t.Fatalf("run with a grant ahead of it: %v", err)
+	}
+	checkExact(t, db, want)
+	if res.Written != int64(len(want)-1) {
+		t.Fatalf("the run made %d new grants; want %d (every target but the one granted ahead)", res.Written, len(want)-1)
+	}
+	if n := count(t, db, fmt.Sprintf("SELECT count(*) FROM public.coupon_grants WHERE campaign_id = '%s' AND member_id = %d AND granted_at = '2000-01-01 00:00:00+00'", campaignID, ahead)); n != 1 {
+		t.Fatalf("the grant made ahead of the run was rewritten (%d rows keep its granted_at; want 1)", n)
+	}
+}
