@@ -75,8 +75,8 @@ func TestCompositeKeyAcrossDatabases(t *testing.T) {
 	if !slices.Equal(got, want) || res.Pages != int64(len(want)) || res.Written != int64(len(want)) {
 		t.Fatalf("grants %d (%v...), pages %d, new %d; want %d grants in %d pages", len(got), got[:min(3, len(got))], res.Pages, res.Written, len(want), len(want))
 	}
-	if n := keyRows(t, dst, "SELECT count(*)::text FROM grants.region_coupons_targets"); n[0] != fmt.Sprint(len(want)) {
-		t.Fatalf("targets table holds %s rows; want %d", n[0], len(want))
+	if n := keyRows(t, dst, "SELECT sum(n)::text FROM grants.region_coupons_target_chunks"); n[0] != fmt.Sprint(len(want)) {
+		t.Fatalf("target chunks hold %s targets; want %d", n[0], len(want))
 	}
 	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Pages != 0 || res.Written != 0 {
@@ -99,7 +99,7 @@ func TestFailedFreezeLeavesNothing(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "division by zero") || !strings.Contains(err.Error(), "nothing was frozen, the next run freezes again") {
 		t.Fatalf("run with a failing where: err %v; want a division by zero and nothing frozen", err)
 	}
-	for _, q := range []string{"SELECT count(*) FROM public.syncd_campaigns", "SELECT count(*) FROM public.coupon_grants_targets", "SELECT count(*) FROM public.coupon_grants"} {
+	for _, q := range []string{"SELECT count(*) FROM public.syncd_campaigns", "SELECT count(*) FROM public.coupon_grants_target_chunks", "SELECT count(*) FROM public.coupon_grants"} {
 		if n := count(t, dst, q); n != 0 {
 			t.Fatalf("%s = %d after a failed freeze; want 0", q, n)
 		}

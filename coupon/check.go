@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 )
@@ -21,7 +22,7 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 	}
 	defer g.Close(context.WithoutCancel(ctx))
 	g.keys = src.Table.Cursor
-	sel, bound := g.selectKeys(src.Table.Ident, "", 1)
+	sel, bound := g.selectKeys(src.Table.Ident, pgutil.IdentList("", g.keyNames()), "", 1)
 	var args []any
 	if bound {
 		args = append(args, time.Now().UTC().Format(time.RFC3339Nano))
@@ -47,12 +48,12 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 		return nil, fmt.Errorf("look for grants table %s: %w", g.t.grantsName, err)
 	}
 	if !exists {
-		return append(warnings, fmt.Sprintf("grants table %s does not exist yet; the first run creates it with %s and %s", g.t.grantsName, g.t.targets, g.t.campaigns)), nil
+		return append(warnings, fmt.Sprintf("grants table %s does not exist yet; the first run creates it with %s and %s", g.t.grantsName, g.t.chunksName, g.t.campaigns)), nil
 	}
 	if err := g.checkGrantsTable(ctx); err != nil {
 		return nil, err
 	}
-	camp, ok, err := g.loadKeys(ctx)
+	camp, ok, err := g.loadKeys(ctx, false)
 	if err != nil {
 		return nil, err
 	}

@@ -22,14 +22,26 @@ func (g *Grants) match(a, b string) string {
 	return strings.Join(parts, " AND ")
 }
 
+// targets is a subquery of the campaign's frozen targets, one row per
+// target with the key columns under their own names and types.
+func (g *Grants) targets() string {
+	arrs := g.keyArrays()
+	cols := make([]string, len(g.keys))
+	for i, k := range g.keys {
+		cols[i] = "u." + arrs[i] + "::" + k.Type + " AS " + pgutil.Ident(k.Name)
+	}
+	return "(SELECT " + strings.Join(cols, ", ") + " FROM " + g.t.chunks + " c, unnest(" + pgutil.IdentList("c.", arrs) + ") AS u(" +
+		strings.Join(arrs, ", ") + ") WHERE c.campaign_id = $1)"
+}
+
 func (g *Grants) missingFrom() string {
-	return g.t.targets + " t WHERE t.campaign_id = $1 AND NOT EXISTS (SELECT 1 FROM " + g.t.grants +
+	return g.targets() + " t WHERE NOT EXISTS (SELECT 1 FROM " + g.t.grants +
 		" g WHERE g.campaign_id = $1 AND " + g.match("g", "t") + ")"
 }
 
 func (g *Grants) extraFrom() string {
-	return g.t.grants + " g WHERE g.campaign_id = $1 AND NOT EXISTS (SELECT 1 FROM " + g.t.targets +
-		" t WHERE t.campaign_id = $1 AND " + g.match("t", "g") + ")"
+	return g.t.grants + " g WHERE g.campaign_id = $1 AND NOT EXISTS (SELECT 1 FROM " + g.targets() +
+		" t WHERE " + g.match("t", "g") + ")"
 }
 
 // Count compares grants and targets both ways, in one snapshot: one full
@@ -41,7 +53,7 @@ func (g *Grants) Count(ctx context.Context) (Counts, error) {
 	var c Counts
 	list := pgutil.IdentList("", g.keyNames())
 	q := "SELECT count(t.syncd_is_target), count(g.syncd_is_grant), count(*) FILTER (WHERE g.syncd_is_grant IS NULL), count(*) FILTER (WHERE t.syncd_is_target IS NULL)" +
-		" FROM (SELECT " + list + ", true AS syncd_is_target FROM " + g.t.targets + " WHERE campaign_id = $1) t" +
+		" FROM (SELECT " + list + ", true AS syncd_is_target FROM " + g.targets() + " k) t" +
 		" FULL JOIN (SELECT " + list + ", true AS syncd_is_grant FROM " + g.t.grants + " WHERE campaign_id = $1) g ON " + g.match("t", "g")
 	if err := g.conn.QueryRow(ctx, q, g.campaign).Scan(&c.Targets, &c.Granted, &c.Missing, &c.Extra); err != nil {
 		return Counts{}, fmt.Errorf("compare grants of campaign %s with its targets: %w", g.campaign, err)

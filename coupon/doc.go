@@ -8,14 +8,18 @@
 // printed "done". Here:
 //
 //   - The first run freezes the campaign: as_of (that run's start, read from
-//     the source's clock) and the target keys selected by where at as_of are
-//     written to the sink database in ONE transaction with the campaign row,
-//     then ANALYZEd. A crash before that commit leaves nothing; every later
-//     run reads the stored targets and never evaluates where again.
-//   - Grants are paged by keyset over the frozen targets (unique key,
-//     row-value comparison), never OFFSET. Each page is one sink transaction:
-//     INSERT ... ON CONFLICT (campaign_id, key) DO NOTHING plus the progress
-//     cursor in the campaign row. The bbolt watermark follows the commit.
+//     the source's clock) and the distinct target keys selected by where at
+//     as_of, in key order, are written to the sink database in ONE
+//     transaction with the campaign row, as chunks of up to ChunkSize keys
+//     (one row each: a row per target cost as much as the grants). A crash
+//     before that commit leaves nothing; every later run reads the stored
+//     targets and never evaluates where again.
+//   - Grants are paged by position in that frozen order, never OFFSET over
+//     a changing table. Each page is one sink transaction: a plain INSERT
+//     ... SELECT of its targets from the chunks (ON CONFLICT (campaign_id,
+//     key) DO NOTHING once a key turned out granted already) plus the
+//     progress cursor in the campaign row. The bbolt watermark follows the
+//     commit.
 //   - Done means reconciled: a run succeeds only when the granted keys equal
 //     the targets both ways; otherwise it fails with the counts.
 //
@@ -31,6 +35,6 @@
 // Tables, all in the schema of sink.table (G is the grants table's name):
 //
 //	G               (campaign_id text, key..., granted_at timestamptz, PRIMARY KEY (campaign_id, key...))
-//	G_targets       (campaign_id text, key..., PRIMARY KEY (campaign_id, key...))
+//	G_target_chunks (campaign_id text, first_pos bigint, n int, key_1 text[]..., PRIMARY KEY (campaign_id, first_pos))
 //	syncd_campaigns (campaign_id text PRIMARY KEY, source, as_of, frozen_at, targets, cursor, status, ...)
 package coupon

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,14 +58,18 @@ func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
 }
 
 // Freeze returns the campaign, freezing it first when no run has: as_of is
-// read from the source's clock, and the keys that source.where selects at
-// as_of are written to the targets table in one sink transaction with the
-// campaign row, then the targets table is ANALYZEd (without statistics the
-// keyset pages fall back to full sorts). src is the connection to the source
-// database, whose role decides which rows the targets are: only when the
-// sink connection provably reads with the same rights (sameRights) are the
-// keys copied by one INSERT ... SELECT on the sink, otherwise they are
-// streamed from src with COPY.
+// read from the source's clock, and the distinct keys that source.where
+// selects at as_of are written, in key order, to the target chunks table in
+// one sink transaction with the campaign row. src is the connection to the
+// source database, whose role decides which rows the targets are: only when
+// the sink connection provably reads with the same rights (sameRights) are
+// the chunks built by one INSERT ... SELECT on the sink, otherwise the keys
+// are streamed from src and the chunks written with COPY.
+//
+// Chunks, not one row per target: a row per target with its primary key
+// cost as much to write as the grants themselves (the freeze took as long
+// as the INSERT ... SELECT a campaign is measured against); a chunk of
+// ChunkSize keys is one row.
 func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Table) (Campaign, error) {
 	same, err := sameRights(ctx, src, g.conn, g.cfg.Source.DSN, g.cfg.Sink.DSN)
 	if err != nil {
@@ -79,7 +84,7 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 			if err := g.checkUnchanged(c, srcTable); err != nil {
 				return Campaign{}, err
 			}
-			return c, g.analyzeIfNever(ctx)
+			return c, g.ensureChunks(ctx, c)
 		}
 		if attempt == 1 {
 			if err := g.checkNotElsewhere(ctx); err != nil {
@@ -97,13 +102,10 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 			continue // another run froze the campaign meanwhile: read its row
 		}
 		if err != nil {
-			return Campaign{}, fmt.Errorf("freeze targets of campaign %s into %s: %w; nothing was frozen, the next run freezes again", g.campaign, g.t.targets, err)
+			return Campaign{}, fmt.Errorf("freeze targets of campaign %s into %s: %w; nothing was frozen, the next run freezes again", g.campaign, g.t.chunksName, err)
 		}
 		if !froze {
 			continue
-		}
-		if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
-			return Campaign{}, fmt.Errorf("analyze %s: %w", g.t.targets, err)
 		}
 		c, _, err = g.Load(ctx)
 		c.Frozen = true
@@ -174,14 +176,25 @@ WHERE c.relname = $1 AND c.relkind IN ('r', 'p') AND c.oid IS DISTINCT FROM to_r
 }
 
 // selectKeys is the query of the targets at as_of, with as_of bound to
-// parameter n when the where clause uses it.
-func (g *Grants) selectKeys(srcTable config.Table, prefix string, n int) (string, bool) {
-	q := "SELECT " + prefix + pgutil.IdentList("", g.keyNames()) + " FROM " + pgutil.Qualified(srcTable.Schema, srcTable.Name)
+// parameter n when the where clause uses it: SELECT list FROM the source
+// table WHERE ..., then tail.
+func (g *Grants) selectKeys(srcTable config.Table, list, tail string, n int) (string, bool) {
+	q := "SELECT " + list + " FROM " + pgutil.Qualified(srcTable.Schema, srcTable.Name)
 	where, bound := BindAsOf(strings.TrimSpace(g.cfg.Source.Where), n)
 	if where != "" {
 		q += " WHERE (" + where + ")"
 	}
-	return q, bound
+	return q + tail, bound
+}
+
+// chunkSize is how many targets the chunks of a campaign frozen now hold.
+func (g *Grants) chunkSize() int {
+	return min(ChunkSize, max(g.cfg.Sink.GrantPageSize, 100))
+}
+
+// chunkColumns is the column list of an INSERT or COPY into the chunks table.
+func (g *Grants) chunkColumns() string {
+	return "campaign_id, first_pos, n, " + strings.Join(g.keyArrays(), ", ")
 }
 
 func (g *Grants) insertCampaign(ctx context.Context, tx pgx.Tx, srcTable config.Table, asOf string) (bool, error) {
@@ -213,16 +226,46 @@ func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, e
 	if err != nil || !ok {
 		return false, err
 	}
-	sel, bound := g.selectKeys(srcTable, "$1, ", 2)
-	args := []any{g.campaign}
+	// The distinct keys in key order, read by a cursor of this
+	// transaction one chunk at a time, each chunk written back as one row:
+	// cheaper than numbering and grouping them in one statement (three
+	// sorts), and only one chunk is in memory.
+	list := pgutil.IdentList("", g.keyNames())
+	sel, bound := g.selectKeys(srcTable, list, " GROUP BY "+list+" ORDER BY "+list, 1)
+	var args []any
 	if bound {
 		args = append(args, asOf)
 	}
-	tag, err := tx.Exec(ctx, "INSERT INTO "+g.t.targets+" (campaign_id, "+pgutil.IdentList("", g.keyNames())+") "+sel, args...)
-	if err != nil {
+	if _, err := tx.Exec(ctx, "DECLARE syncd_targets NO SCROLL CURSOR FOR "+sel, args...); err != nil {
 		return false, err
 	}
-	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
+	ins := g.insertChunkSQL()
+	fetch := "FETCH FORWARD " + strconv.Itoa(g.chunkSize()) + " FROM syncd_targets"
+	ch := g.newChunker()
+	for {
+		rr := tx.Conn().PgConn().ExecParams(ctx, fetch, nil, nil, nil, nil)
+		var aerr error
+		for rr.NextRow() {
+			if aerr == nil {
+				aerr = ch.add(rr.Values())
+			}
+		}
+		if _, err := rr.Close(); err != nil {
+			return false, err
+		}
+		if aerr != nil {
+			return false, aerr
+		}
+		row, ok := ch.take()
+		if !ok {
+			break
+		}
+		if _, err := tx.Conn().PgConn().ExecParams(ctx, ins, row, nil, nil, nil).Close(); err != nil {
+			return false, err
+		}
+	}
+	n := ch.pos
+	if err := g.setTargets(ctx, tx, n); err != nil {
 		return false, err
 	}
 	// Durable whatever the sink's synchronous_commit: a crash must not let
@@ -233,10 +276,10 @@ func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, e
 	return true, tx.Commit(ctx)
 }
 
-// freezeStream freezes across databases: as_of and the keys come from one
-// REPEATABLE READ snapshot of the source, and the keys are streamed with
-// COPY into the targets table inside the sink transaction that inserts the
-// campaign row.
+// freezeStream freezes across databases: as_of and the distinct keys, in
+// the source's key order, come from one REPEATABLE READ snapshot of the
+// source, and their chunks are streamed with COPY into the chunks table
+// inside the sink transaction that inserts the campaign row.
 func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable config.Table) (bool, error) {
 	stx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -256,7 +299,8 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	if err != nil || !ok {
 		return false, err
 	}
-	sel, bound := g.selectKeys(srcTable, "", 1)
+	list := pgutil.IdentList("", g.keyNames())
+	sel, bound := g.selectKeys(srcTable, list, " GROUP BY "+list+" ORDER BY "+list, 1)
 	var params [][]byte
 	if bound {
 		params = [][]byte{[]byte(asOf)}
@@ -265,10 +309,13 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	done := make(chan error, 1)
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var n int64
 	go func() {
-		done <- streamKeys(sctx, src, sel, params, g.campaign, pw)
+		var serr error
+		n, serr = g.streamChunks(sctx, src, sel, params, pw)
+		done <- serr
 	}()
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, pr, "COPY "+g.t.targets+" (campaign_id, "+pgutil.IdentList("", g.keyNames())+") FROM STDIN")
+	_, err = tx.Conn().PgConn().CopyFrom(ctx, pr, "COPY "+g.t.chunks+" ("+g.chunkColumns()+") FROM STDIN")
 	if err != nil {
 		cancel() // stop reading the source: the sink side has failed
 	}
@@ -279,7 +326,7 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	if err != nil {
 		return false, err
 	}
-	if err := g.setTargets(ctx, tx, tag.RowsAffected()); err != nil {
+	if err := g.setTargets(ctx, tx, n); err != nil {
 		return false, err
 	}
 	// Durable whatever the sink's synchronous_commit: a crash must not let
@@ -290,34 +337,100 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	return true, tx.Commit(ctx)
 }
 
-// streamKeys writes the keys the source query returns to w in COPY text
-// format, each prefixed by the campaign, and closes w.
-func streamKeys(ctx context.Context, src *pgx.Conn, q string, params [][]byte, campaign string, w *io.PipeWriter) error {
+// streamChunks reads the keys the source query returns, in its order, and
+// writes them to w as rows of the chunks table in COPY text format (each
+// key column one text array), then closes w. It returns how many keys it
+// wrote.
+func (g *Grants) streamChunks(ctx context.Context, src *pgx.Conn, q string, params [][]byte, w *io.PipeWriter) (int64, error) {
 	var buf bytes.Buffer
+	ch := g.newChunker()
 	var werr error
-	rr := src.PgConn().ExecParams(ctx, q, params, nil, nil, nil)
-	row := make([][]byte, 0, 4)
-	for rr.NextRow() {
-		if werr != nil {
-			continue
+	flush := func() {
+		row, ok := ch.take()
+		if !ok {
+			return
 		}
-		row = append(row[:0], []byte(campaign))
-		row = append(row, rr.Values()...)
 		pgutil.AppendCopyText(&buf, [][][]byte{row})
 		if buf.Len() >= 256<<10 {
 			_, werr = w.Write(buf.Bytes())
 			buf.Reset()
 		}
 	}
+	rr := src.PgConn().ExecParams(ctx, q, params, nil, nil, nil)
+	for rr.NextRow() {
+		if werr != nil {
+			continue
+		}
+		if werr = ch.add(rr.Values()); werr == nil && ch.full() {
+			flush()
+		}
+	}
 	_, err := rr.Close()
-	if err == nil && werr == nil && buf.Len() > 0 {
-		_, werr = w.Write(buf.Bytes())
+	if err == nil && werr == nil {
+		flush()
+		if werr == nil && buf.Len() > 0 {
+			_, werr = w.Write(buf.Bytes())
+		}
 	}
 	if err == nil {
 		err = werr
 	}
 	w.CloseWithError(err) // nil closes with io.EOF: the end of the COPY data
-	return err
+	return ch.pos, err
+}
+
+// chunker gathers keys, in the frozen order, into rows of the chunks table:
+// campaign, first_pos, n and one text array literal per key column.
+type chunker struct {
+	g      *Grants
+	size   int
+	arrays [][]byte
+	pos    int64 // keys added so far
+	in     int64 // of them in the chunk being built
+}
+
+func (g *Grants) newChunker() *chunker {
+	return &chunker{g: g, size: g.chunkSize(), arrays: make([][]byte, len(g.keys))}
+}
+
+// add appends one key (its columns as text).
+func (c *chunker) add(key [][]byte) error {
+	for i, v := range key {
+		if v == nil {
+			return fmt.Errorf("key column %q of a target is NULL; a target needs a whole key: exclude NULL keys in source.where", c.g.keys[i].Name)
+		}
+		c.arrays[i] = appendArrayElem(c.arrays[i], v)
+	}
+	c.pos++
+	c.in++
+	return nil
+}
+
+// full reports whether the chunk being built holds its size.
+func (c *chunker) full() bool { return c.in >= int64(c.size) }
+
+// take returns the chunk being built as a row of text values and starts
+// the next; ok is false when it is empty.
+func (c *chunker) take() (row [][]byte, ok bool) {
+	if c.in == 0 {
+		return nil, false
+	}
+	row = [][]byte{[]byte(c.g.campaign), strconv.AppendInt(nil, c.pos-c.in, 10), strconv.AppendInt(nil, c.in, 10)}
+	for i := range c.arrays {
+		row = append(row, append(c.arrays[i], '}'))
+		c.arrays[i] = nil
+	}
+	c.in = 0
+	return row, true
+}
+
+// insertChunkSQL inserts one row of the chunks table from text parameters.
+func (g *Grants) insertChunkSQL() string {
+	params := []string{"$1", "$2::bigint", "$3::integer"}
+	for i := range g.keys {
+		params = append(params, fmt.Sprintf("$%d::text[]", i+4))
+	}
+	return "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") VALUES (" + strings.Join(params, ", ") + ")"
 }
 
 func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
@@ -325,19 +438,55 @@ func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
 	return err
 }
 
-// analyzeIfNever analyzes the targets table when it has no statistics yet
-// (a run killed between the freeze and its ANALYZE), so that the keyset
-// pages use the primary key instead of sorting every page.
-func (g *Grants) analyzeIfNever(ctx context.Context) error {
-	var never bool
-	if err := g.conn.QueryRow(ctx, "SELECT reltuples < 0 FROM pg_class WHERE oid = to_regclass($1)", g.t.targets).Scan(&never); err != nil {
-		return fmt.Errorf("read statistics of %s: %w", g.t.targets, err)
+// ensureChunks copies the targets of a campaign frozen by a syncd before
+// chunks (one row per target in the targets table) into chunks, once, in key
+// order, and checks that the chunks hold as many targets as the campaign
+// froze. The old rows are left in place.
+func (g *Grants) ensureChunks(ctx context.Context, c Campaign) error {
+	var have int64
+	var legacy bool
+	err := g.conn.QueryRow(ctx, "SELECT coalesce(sum(n), 0)::bigint, to_regclass($2) IS NOT NULL FROM "+g.t.chunks+" WHERE campaign_id = $1",
+		g.campaign, g.t.targets).Scan(&have, &legacy)
+	if err != nil {
+		return fmt.Errorf("read the target chunks of campaign %s from %s: %w", g.campaign, g.t.chunksName, err)
 	}
-	if !never {
-		return nil
+	if have == 0 && c.Targets > 0 && legacy {
+		list := pgutil.IdentList("", g.keyNames())
+		aggs := make([]string, len(g.keys))
+		for i, k := range g.keyNames() {
+			aggs[i] = "array_agg(" + pgutil.Ident(k) + "::text ORDER BY syncd_pos)"
+		}
+		q := "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, min(syncd_pos), count(*), " + strings.Join(aggs, ", ") +
+			" FROM (SELECT " + list + ", row_number() OVER (ORDER BY " + list + ") - 1 AS syncd_pos FROM " + g.t.targets + " WHERE campaign_id = $1) s" +
+			" GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize()) + " ON CONFLICT DO NOTHING"
+		if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
+			return fmt.Errorf("copy the targets of campaign %s from %s into %s: %w", g.campaign, g.t.targets, g.t.chunksName, err)
+		}
+		if err := g.conn.QueryRow(ctx, "SELECT coalesce(sum(n), 0)::bigint FROM "+g.t.chunks+" WHERE campaign_id = $1", g.campaign).Scan(&have); err != nil {
+			return fmt.Errorf("read the target chunks of campaign %s from %s: %w", g.campaign, g.t.chunksName, err)
+		}
 	}
-	if _, err := g.conn.Exec(ctx, "ANALYZE "+g.t.targets); err != nil {
-		return fmt.Errorf("analyze %s: %w", g.t.targets, err)
+	if have != c.Targets {
+		return fmt.Errorf("campaign %s froze %d targets but %s holds %d of them: the frozen targets were changed by hand; restore them (see docs/COUPONS.md) or start a new campaign with a new sink.campaign id",
+			g.campaign, c.Targets, g.t.chunksName, have)
 	}
 	return nil
+}
+
+// appendArrayElem appends v as the next element of a text array literal
+// being built in a (which starts with '{' when empty).
+func appendArrayElem(a, v []byte) []byte {
+	if len(a) == 0 {
+		a = append(a, '{')
+	} else {
+		a = append(a, ',')
+	}
+	a = append(a, '"')
+	for _, c := range v {
+		if c == '"' || c == '\\' {
+			a = append(a, '\\')
+		}
+		a = append(a, c)
+	}
+	return append(a, '"')
 }

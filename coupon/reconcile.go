@@ -28,7 +28,7 @@ func Reconcile(ctx context.Context, cfg *config.Config, repair bool) (*reconcile
 		return nil, err
 	}
 	defer g.Close(context.WithoutCancel(ctx))
-	camp, ok, err := g.loadKeys(ctx)
+	camp, ok, err := g.loadKeys(ctx, true)
 	if err != nil {
 		return nil, err
 	}
@@ -69,10 +69,12 @@ func Reconcile(ctx context.Context, cfg *config.Config, repair bool) (*reconcile
 }
 
 // loadKeys reads the campaign row and the key columns' types from the grants
-// table, which is all a reconcile needs (the source is not read).
-func (g *Grants) loadKeys(ctx context.Context) (Campaign, bool, error) {
+// table, which is all a reconcile needs (the source is not read). With
+// write, it also makes sure the campaign's targets are in chunks (see
+// ensureChunks).
+func (g *Grants) loadKeys(ctx context.Context, write bool) (Campaign, bool, error) {
 	var exists bool
-	if err := g.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL", g.t.campaigns, g.t.targets).Scan(&exists); err != nil {
+	if err := g.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL", g.t.campaigns, g.t.grants).Scan(&exists); err != nil {
 		return Campaign{}, false, fmt.Errorf("look for the tables of campaign %s: %w", g.campaign, err)
 	}
 	if !exists {
@@ -85,12 +87,12 @@ func (g *Grants) loadKeys(ctx context.Context) (Campaign, bool, error) {
 	var cols []page.Column
 	for _, name := range camp.KeyColumns {
 		var typ string
-		err := g.conn.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped", g.t.targets, name).Scan(&typ)
+		err := g.conn.QueryRow(ctx, "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = $2 AND NOT attisdropped", g.t.grants, name).Scan(&typ)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Campaign{}, false, fmt.Errorf("targets table %s has no key column %q; it was changed by hand", g.t.targets, name)
+			return Campaign{}, false, fmt.Errorf("grants table %s has no key column %q; it was changed by hand", g.t.grantsName, name)
 		}
 		if err != nil {
-			return Campaign{}, false, fmt.Errorf("describe %s: %w", g.t.targets, err)
+			return Campaign{}, false, fmt.Errorf("describe %s: %w", g.t.grantsName, err)
 		}
 		cols = append(cols, page.Column{Name: name, Type: typ})
 	}
@@ -100,7 +102,15 @@ func (g *Grants) loadKeys(ctx context.Context) (Campaign, bool, error) {
 		g.keyIdx[i] = i
 	}
 	g.build()
-	return camp, true, nil
+	if !write {
+		return camp, true, nil
+	}
+	// A campaign frozen before chunks has its targets copied into them
+	// (the chunks table is created first when this syncd never ran).
+	if err := g.ensureTables(ctx); err != nil {
+		return Campaign{}, false, err
+	}
+	return camp, true, g.ensureChunks(ctx, camp)
 }
 
 // grantMissing grants every target that has no grant, in one statement.

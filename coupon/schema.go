@@ -15,31 +15,55 @@ import (
 // schema of sink.table.
 const CampaignsTable = "syncd_campaigns"
 
-// TargetsSuffix is appended to the grants table's name to name the table of
-// frozen targets (public.coupon_grants -> public.coupon_grants_targets).
+// ChunksSuffix is appended to the grants table's name to name the table of
+// frozen targets (public.coupon_grants -> public.coupon_grants_target_chunks):
+// one row per chunk of up to ChunkSize targets in a fixed order, each key
+// column an array of text values.
+const ChunksSuffix = "_target_chunks"
+
+// TargetsSuffix names the table of frozen targets of syncd before chunks,
+// one row per target (public.coupon_grants_targets). syncd no longer writes
+// it: a campaign frozen there is copied into chunks by its next run.
 const TargetsSuffix = "_targets"
 
-// tables are the quoted names of a campaign's three tables.
+// ChunkSize is the most targets one chunk holds (fewer when
+// sink.grant_page_size is smaller, so that a page reads one chunk).
+const ChunkSize = 10_000
+
+// tables are the quoted names of a campaign's tables.
 type tables struct {
-	grants, targets, campaigns string
-	grantsName                 config.Table
+	grants, chunks, campaigns string
+	targets                   string // the table of targets before chunks
+	grantsName, chunksName    config.Table
 }
 
 func tablesOf(c *config.Config) (tables, error) {
 	t := c.Sink.Ident
-	if len(t.Name)+len(TargetsSuffix) > 63 {
-		return tables{}, c.Errorf("sink.table", "%q is too long: syncd keeps the targets in %q, which must fit PostgreSQL's 63 bytes; use a shorter name", t.Name, t.Name+TargetsSuffix)
+	if len(t.Name)+len(ChunksSuffix) > 63 {
+		return tables{}, c.Errorf("sink.table", "%q is too long: syncd keeps the targets in %q, which must fit PostgreSQL's 63 bytes; use a shorter name", t.Name, t.Name+ChunksSuffix)
 	}
 	return tables{
 		grants:     pgutil.Qualified(t.Schema, t.Name),
+		chunks:     pgutil.Qualified(t.Schema, t.Name+ChunksSuffix),
 		targets:    pgutil.Qualified(t.Schema, t.Name+TargetsSuffix),
 		campaigns:  pgutil.Qualified(t.Schema, CampaignsTable),
 		grantsName: t,
+		chunksName: config.Table{Schema: t.Schema, Name: t.Name + ChunksSuffix},
 	}, nil
 }
 
-// ensureTables creates the grants, targets and campaigns tables when they
-// are missing and checks an existing grants table. The DDL runs under a
+// keyArrays are the names of the chunks table's key columns, one per key
+// column of the grants table, in sink.key order.
+func (g *Grants) keyArrays() []string {
+	out := make([]string, len(g.keys))
+	for i := range g.keys {
+		out[i] = fmt.Sprintf("key_%d", i+1)
+	}
+	return out
+}
+
+// ensureTables creates the grants, target chunks and campaigns tables when
+// they are missing and checks an existing grants table. The DDL runs under a
 // transaction-scoped advisory lock so that two first runs at once do not
 // race on CREATE TABLE.
 func (g *Grants) ensureTables(ctx context.Context) error {
@@ -49,7 +73,11 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 	}
 	keyList := pgutil.IdentList("", g.keyNames())
 	// One statement per table, in the order of names.
-	names := []string{g.t.campaigns, g.t.grants, g.t.targets}
+	names := []string{g.t.campaigns, g.t.grants, g.t.chunks}
+	var arrayDefs []string
+	for _, a := range g.keyArrays() {
+		arrayDefs = append(arrayDefs, a+" text[] NOT NULL CHECK (array_position("+a+", NULL) IS NULL)")
+	}
 	ddl := []string{
 		"CREATE TABLE IF NOT EXISTS " + g.t.campaigns + ` (
   campaign_id  text PRIMARY KEY,
@@ -71,8 +99,8 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 )`,
 		"CREATE TABLE IF NOT EXISTS " + g.t.grants + " (\n  campaign_id text NOT NULL,\n  " +
 			strings.Join(keyDefs, ",\n  ") + ",\n  granted_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
-		"CREATE TABLE IF NOT EXISTS " + g.t.targets + " (\n  campaign_id text NOT NULL,\n  " +
-			strings.Join(keyDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
+		"CREATE TABLE IF NOT EXISTS " + g.t.chunks + " (\n  campaign_id text NOT NULL,\n  first_pos bigint NOT NULL,\n  n integer NOT NULL,\n  " +
+			strings.Join(arrayDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, first_pos)\n)",
 	}
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))"); err != nil {
@@ -96,7 +124,7 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("create coupon tables %s, %s and %s: %w; create them by hand (see docs/COUPONS.md) or grant CREATE on schema %s", g.t.grants, g.t.targets, g.t.campaigns, err, pgutil.Ident(g.t.grantsName.Schema))
+		return fmt.Errorf("create coupon tables %s, %s and %s: %w; create them by hand (see docs/COUPONS.md) or grant CREATE on schema %s", g.t.grants, g.t.chunksName, g.t.campaigns, err, pgutil.Ident(g.t.grantsName.Schema))
 	}
 	return g.checkGrantsTable(ctx)
 }

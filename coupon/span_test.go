@@ -111,7 +111,7 @@ func TestKillInsideAGrantPage(t *testing.T) {
 	var pid int
 	p.Eventually(t, 60*time.Second, fmt.Sprintf("the run's second grant page waiting on key %d", held), func() bool {
 		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
-  AND query LIKE 'INSERT INTO %' AND query LIKE '%coupon_grants_targets%'`).Scan(&pid)
+  AND query LIKE 'INSERT INTO %' AND query LIKE '%coupon_grants_target_chunks%'`).Scan(&pid)
 		if err != nil && err != pgx.ErrNoRows {
 			t.Fatal(err)
 		}

@@ -31,10 +31,13 @@ type Page struct {
 	Span *Span
 }
 
-// Span is the key range of a page whose rows are not carried (Page.Span).
+// Span is the range of a page whose rows are not carried (Page.Span).
 type Span struct {
 	// After is the key the range starts after (nil: from the first row).
 	After []string
+	// From is the position the range starts after, in the order its rows
+	// are stored (0: from the first row).
+	From int64
 	// Count is the number of rows in the range, up to and including Last.
 	Count int
 }

@@ -298,8 +298,8 @@ func campaignDurability(t *testing.T, cl *pgtest.Cluster) {
 	// ungranted counts the targets at or before key that hold no grant.
 	ungranted := func(conn *pgx.Conn, key string) int64 {
 		var n int64
-		if err := conn.QueryRow(ctx, `SELECT count(*) FROM coupon_grants_targets t WHERE t.campaign_id = $1 AND t.member_id <= $2::bigint
-  AND NOT EXISTS (SELECT 1 FROM coupon_grants g WHERE g.campaign_id = t.campaign_id AND g.member_id = t.member_id)`, campaign, key).Scan(&n); err != nil {
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM coupon_grants_target_chunks c, unnest(c.key_1) AS u(k) WHERE c.campaign_id = $1 AND u.k::bigint <= $2::bigint
+  AND NOT EXISTS (SELECT 1 FROM coupon_grants g WHERE g.campaign_id = c.campaign_id AND g.member_id = u.k::bigint)`, campaign, key).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n

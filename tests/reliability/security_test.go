@@ -268,7 +268,7 @@ func TestLeastPrivilegeCoupon(t *testing.T) {
 	t.Run("an administrator created the tables", func(t *testing.T) {
 		// The administrator reuses the tables syncd made above (the exact
 		// DDL is in docs/COUPONS.md) and grants the writer only DML on them.
-		sinkDB.Exec(t, `GRANT SELECT, INSERT ON public.coupon_grants, public.coupon_grants_targets TO `+writer)
+		sinkDB.Exec(t, `GRANT SELECT, INSERT ON public.coupon_grants, public.coupon_grants_target_chunks TO `+writer)
 		sinkDB.Exec(t, `GRANT SELECT, INSERT, UPDATE ON public.syncd_campaigns TO `+writer)
 		run(t, "lp-granted", writer, wpw)
 	})
