@@ -203,7 +203,29 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		}
 		states = reconcile.Watermark{State: st, Found: ok}
 	}
-	return ops.Reconcile(ctx, cfg, states, repair, env.Logger)
+	started := time.Now()
+	rep, err := ops.Reconcile(ctx, cfg, states, repair, env.Logger)
+	if err == nil && k.ReconcileWatermark {
+		recordOutcome(env, cfg, statePath, started, rep)
+	}
+	return rep, err
+}
+
+// recordOutcome stores what a one-off reconcile found in the state file, as
+// the daemon does for its scheduled ones, so that `status`, the metrics and
+// an alert on "not proven for 24 h" see reconciles run by cron too. The
+// file is taken only if it is free at once: while a daemon or a run holds
+// it, the outcome is left out (the daemon records its own reconciles) and
+// the command's result is unchanged.
+func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.Time, rep *reconcile.Report) {
+	store, err := watermark.Open(statePath, 200*time.Millisecond)
+	if err == nil {
+		defer store.Close()
+		err = reconcile.Record(store, cfg.Name, started, rep)
+	}
+	if err != nil {
+		env.Logger.Info("reconcile outcome not recorded in the state file", "source", cfg.Name, "state", statePath, "reason", oneLine(err.Error()))
+	}
 }
 
 // printReport writes the report for people: counts, then a bounded list of

@@ -40,10 +40,10 @@ type SourceStatus struct {
 	// run that caught up).
 	CaughtUp         string   `json:"caught_up,omitempty"`
 	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
-	// LastCleanReconcile is when the last scheduled reconcile that proved
+	// LastCleanReconcile is when the last recorded reconcile that proved
 	// the copy equal began ("" before the first).
 	LastCleanReconcile string `json:"last_clean_reconcile_at,omitempty"`
-	// LastReconcile is what the last scheduled reconcile found (nil: none
+	// LastReconcile is what the last recorded reconcile found (nil: none
 	// recorded yet).
 	LastReconcile *watermark.ReconcileResult `json:"last_reconcile,omitempty"`
 	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age

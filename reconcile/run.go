@@ -162,20 +162,8 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		rep.CleanAt = started.UTC()
 	}
 	if rec, ok := states.(StateRecorder); ok {
-		final := rep.Final()
-		res := &watermark.ReconcileResult{At: started.UTC(), Repaired: rep.Repaired,
-			Differences: nonZero(final.Differences()), NotCovered: nonZero(final.NotCovered)}
-		err := rec.Update(cfg.Name, func(st *watermark.State) error {
-			if st.LastReconcile == nil || started.After(st.LastReconcile.At) {
-				st.LastReconcile = res
-			}
-			if rep.Clean() && started.After(st.LastCleanReconcile) {
-				st.LastCleanReconcile = rep.CleanAt
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("reconcile of %s done but its outcome could not be recorded in the state file: %w", cfg.Name, err)
+		if err := Record(rec, cfg.Name, started, rep); err != nil {
+			return nil, err
 		}
 	}
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
@@ -183,6 +171,29 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
 		"duration", time.Since(started).Round(time.Millisecond).String())
 	return rep, nil
+}
+
+// Record stores the outcome of a reconcile of source name begun at started
+// in its state: what it found (LastReconcile) and, when it proved the copy
+// equal, when (LastCleanReconcile). An older outcome never replaces a newer
+// one.
+func Record(rec StateRecorder, name string, started time.Time, rep *Report) error {
+	final := rep.Final()
+	res := &watermark.ReconcileResult{At: started.UTC(), Repaired: rep.Repaired,
+		Differences: nonZero(final.Differences()), NotCovered: nonZero(final.NotCovered)}
+	err := rec.Update(name, func(st *watermark.State) error {
+		if st.LastReconcile == nil || started.After(st.LastReconcile.At) {
+			st.LastReconcile = res
+		}
+		if rep.Clean() && started.After(st.LastCleanReconcile) {
+			st.LastCleanReconcile = started.UTC()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reconcile of %s done but its outcome could not be recorded in the state file: %w", name, err)
+	}
+	return nil
 }
 
 func newReport(name string) *Report {

@@ -98,9 +98,9 @@ type State struct {
 
 	// LastCleanReconcile is when the last reconcile that proved the copy
 	// equal to the source (no difference left, no row left uncompared)
-	// began. Zero: none yet, or none recorded (a one-off `syncd reconcile`
-	// leaves the state file alone; the daemon's scheduled reconcile records
-	// it).
+	// began. Zero: none yet, or none recorded (the daemon's scheduled
+	// reconcile records it, and a one-off `syncd reconcile` when the state
+	// file is free).
 	LastCleanReconcile time.Time `json:"last_clean_reconcile_at,omitzero"`
 	// LastReconcile is what the last recorded reconcile found, clean or
 	// not (nil: none recorded).

@@ -172,3 +172,53 @@ func TestStatusShowsLastReconcile(t *testing.T) {
 		t.Fatalf("status after a clean reconcile:\n%s", r.stdout)
 	}
 }
+
+// TestOneOffReconcileRecordsItsOutcome: `syncd reconcile` run by hand or by
+// cron records what it found in the state file when the file is free, so
+// status shows it like a scheduled one (differences, then the clean
+// repair); while another process holds the file, the reconcile still
+// reports and exits as usual and leaves the file alone.
+func TestOneOffReconcileRecordsItsOutcome(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	path := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_STATE=" + state}
+	if r := syncd(t, env, "run", "--config", path, "--once"); r.code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	}
+	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (1, 2)`)
+	if r := syncd(t, env, "reconcile", "--config", path, "--source", "orders"); r.code != 1 {
+		t.Fatalf("reconcile of a copy missing 2 rows exited %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	r := syncd(t, env, "status", "--config", path)
+	if !strings.Contains(r.stdout, ") found 2 missing; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
+		t.Fatalf("status after a one-off reconcile that found 2 missing:\n%s", r.stdout)
+	}
+
+	// Held by another process: the repair still runs and exits 0, the
+	// state file keeps the earlier outcome.
+	store, err := watermark.Open(state, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = syncd(t, env, "reconcile", "--config", path, "--source", "orders", "--repair")
+	store.Close()
+	if r.code != 0 || !strings.Contains(r.stderr, "reconcile outcome not recorded in the state file") {
+		t.Fatalf("reconcile --repair with the state file held exited %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	if rowsText(t, dst, "orders_copy") != rowsText(t, src, "orders") {
+		t.Fatal("the copy differs from the source after the repair")
+	}
+	if r := syncd(t, env, "status", "--config", path); !strings.Contains(r.stdout, "last clean reconcile never") {
+		t.Fatalf("status changed while the state file was held:\n%s", r.stdout)
+	}
+
+	if r := syncd(t, env, "reconcile", "--config", path, "--source", "orders"); r.code != 0 {
+		t.Fatalf("reconcile of an equal copy exited %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	r = syncd(t, env, "status", "--config", path)
+	if !strings.Contains(r.stdout, "orders: last clean reconcile ") || strings.Contains(r.stdout, "never") {
+		t.Fatalf("status after a clean one-off reconcile:\n%s", r.stdout)
+	}
+}
