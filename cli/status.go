@@ -156,6 +156,10 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 		if b := s.Backfill; b != nil {
 			fmt.Fprintf(env.Stdout, "%s: backfilling added column %s into the copy: %d rows so far; the next run resumes it\n", s.Name, strings.Join(b.Columns, ", "), b.Rows)
 		}
+		if f := s.FirstLoad; f != nil {
+			fmt.Fprintf(env.Stdout, "%s: first load unfinished: %d of %d chunks committed (%d rows), started %s by %d run(s); no watermark until every chunk is committed; the next run resumes it\n",
+				s.Name, f.ChunksDone, f.Chunks, f.Rows, f.Started, f.Runs)
+		}
 	}
 	return nil
 }

@@ -76,6 +76,34 @@ type SourceStatus struct {
 	DroppedColumns []string            `json:"dropped_columns,omitempty"`
 	Backfill       *watermark.Backfill `json:"backfill,omitempty"`
 	LastBackfill   *watermark.Backfill `json:"last_backfill,omitempty"`
+	// FirstLoad is the progress of a parallel first load that has not
+	// finished (nil: none going); the next run resumes it.
+	FirstLoad *FirstLoadStatus `json:"first_load,omitempty"`
+}
+
+// FirstLoadStatus is how far an unfinished first load got: its chunks
+// committed of all, the rows they wrote, when it started and how many
+// processes worked on it.
+type FirstLoadStatus struct {
+	Started    string `json:"started_at"`
+	ChunksDone int    `json:"chunks_done"`
+	Chunks     int    `json:"chunks"`
+	Rows       int64  `json:"rows_written"`
+	Runs       int    `json:"runs"`
+}
+
+func firstLoadStatus(f *watermark.FirstLoad) *FirstLoadStatus {
+	if f == nil {
+		return nil
+	}
+	out := &FirstLoadStatus{Started: TimeText(f.Started), Chunks: len(f.Chunks), Runs: f.Runs}
+	for _, c := range f.Chunks {
+		if c.Done {
+			out.ChunksDone++
+			out.Rows += c.Rows
+		}
+	}
+	return out
 }
 
 // Status is the document `syncd status --json` prints.
@@ -151,6 +179,7 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 	out.BoundHolderApp = s.BoundHolderApp
 	out.BoundHolderSince = TimeText(s.BoundHolderSince)
 	out.DroppedColumns, out.Backfill, out.LastBackfill = s.Dropped, s.Backfill, s.LastBackfill
+	out.FirstLoad = firstLoadStatus(s.FirstLoad)
 	return out
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,6 +136,18 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 			t.Fatalf("kill %d: the watermark %q was written before the first load finished", kills, st.Cursor)
 		}
 		chunks := st.FirstLoad.Chunks
+		done, rowsDone := 0, int64(0)
+		for _, ch := range chunks {
+			if ch.Done {
+				done++
+				rowsDone += ch.Rows
+			}
+		}
+		// status says how far the unfinished load got.
+		want := "orders: first load unfinished: " + strconv.Itoa(done) + " of " + strconv.Itoa(len(chunks)) + " chunks committed (" + strconv.FormatInt(rowsDone, 10) + " rows)"
+		if r := syncd(t, env, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Fatalf("status after kill %d: exit %d, want a line with %q:\n%s%s", kills, r.code, want, r.stdout, r.stderr)
+		}
 		prevDone = func(id int64) bool {
 			b := blockOf[id]
 			for _, ch := range chunks {
