@@ -139,7 +139,7 @@ func (c *comparer) bisect(ctx context.Context, todo []segment) error {
 			sort.Slice(stream, func(i, j int) bool { return stream[i].lo.Cmp(stream[j].lo) < 0 })
 		}
 		if len(stream) > 0 {
-			if err := c.stream(ctx, stream); err != nil {
+			if err := c.stream(ctx, stream, false); err != nil {
 				return err
 			}
 		}
@@ -155,17 +155,24 @@ func (c *comparer) bisect(ctx context.Context, todo []segment) error {
 // rows. Another level would then cost a checksum pass over the rows only
 // to stream most of them anyway.
 func (c *comparer) dense(differing, nonEmpty int, rows int64) bool {
+	return c.leftShare(differing, nonEmpty, rows) > 0.5
+}
+
+// leftShare is the share of the rows of the differing children that would
+// still lie in differing children of c.leaf rows: from the share p of
+// differing children and their rows, the density of differences per row
+// δ = -ln(1 - p) / (rows per differing child), and the share 1 - e^(-leaf δ).
+func (c *comparer) leftShare(differing, nonEmpty int, rows int64) float64 {
 	if differing == 0 || nonEmpty == 0 || rows == 0 {
-		return false
+		return 0
 	}
 	p := float64(differing) / float64(nonEmpty)
 	if p >= 1 {
-		return true
+		return 1
 	}
 	perChild := float64(rows) / float64(differing)
 	density := -math.Log1p(-p) / perChild // differences per row
-	left := -math.Expm1(-density * float64(c.leaf))
-	return left > 0.5
+	return -math.Expm1(-density * float64(c.leaf))
 }
 
 // batchRows bounds the rows fetched per side by one query.

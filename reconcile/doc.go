@@ -15,13 +15,19 @@
 // (pickHash), else the first 64 bits of md5(row text); both sides sum them
 // in numeric (no overflow).
 //
-// # Checksums, then (key, hash) streams, then rows
+// # A sample, checksums, then (key, hash) streams, then rows
 //
 // Rows are placed on an integer line: the key itself for a single integer
 // key, otherwise the 64-bit hash of the canonical key text (which works for
 // text, uuid and composite keys, needs no sampled boundaries and does not
-// depend on collations, which may differ between the databases). Starting
-// from one segment covering the line, each side returns (count, sum of row
+// depend on collations, which may differ between the databases). A density
+// sample (comparer.sample: random ranges of the first level checksummed
+// through an integer key's index, or rows drawn from each side and read by
+// key on the other) first estimates whether more than half of the rows lie
+// in differing ranges of LeafRows rows; then the whole line is streamed at
+// once (Report.Plan "stream"), since a checksum level would differ nearly
+// everywhere. Otherwise, starting from one segment covering the line, each
+// side returns (count, sum of row
 // hashes) for the children of the segments in question, in one grouped
 // query per side and level; the first level reads every row once by a scan
 // and finds a row's child by arithmetic. Equal children are done. Differing

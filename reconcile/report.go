@@ -24,15 +24,23 @@ type Report struct {
 	// the key cannot identify them.
 	NullKey      int64    `json:"null_key"`
 	Keys         KeyLists `json:"keys"`
-	RowsCompared int64    `json:"rows_compared"` // source rows covered by the checksums
+	RowsCompared int64    `json:"rows_compared"` // source rows covered by the checksums or the stream of the whole line
 	RowsFetched  int64    `json:"rows_fetched"`  // whole rows read, both sides: the re-checks of differing keys and the NULL-key scans
-	// HashesRead counts the (key, row hash) pairs streamed from both sides
-	// for the key ranges whose checksums differed.
+	// HashesRead counts the (key, row hash) pairs read from both sides: the
+	// streams of the key ranges whose checksums differed (or of the whole
+	// line, PlanStream) and the pairs of a density sample by keys.
 	HashesRead int64 `json:"hashes_read"`
 	Repaired   bool  `json:"repaired"`
 	DurationMS int64 `json:"duration_ms"`
+	// Plan says how the line was compared: PlanChecksums or PlanStream
+	// (empty when both tables were empty).
+	Plan string `json:"plan,omitempty"`
+	// Sample is the density sample that chose the plan; nil when none was
+	// taken (a small table, a key without a unique index on a side).
+	Sample *Sample `json:"sample,omitempty"`
 
-	// CopyRows is the number of rows in the copy covered by the checksums.
+	// CopyRows is the number of rows in the copy covered by the checksums
+	// or the stream of the whole line.
 	CopyRows int64 `json:"copy_rows"`
 	// ChecksumQueries counts the checksum queries, both sides.
 	ChecksumQueries int64 `json:"checksum_queries"`
@@ -75,6 +83,23 @@ type KeyLists struct {
 	// with a NULL part, followed by the side: "NULL (copy)".
 	Duplicate []string `json:"duplicate"`
 	NullKey   []string `json:"null_key"`
+}
+
+// Sample is the density sample taken before the first checksum level.
+type Sample struct {
+	// By is "key_ranges" (an integer key: ranges of the first checksum
+	// level, checksummed through the key's index on both sides) or "keys"
+	// (any other key: rows drawn from each side, read by key on the other).
+	By string `json:"by"`
+	// Taken is the number of ranges or keys sampled, Differing those that
+	// differ.
+	Taken     int64 `json:"taken"`
+	Differing int64 `json:"differing"`
+	// Rows counts the rows the sample read, both sides.
+	Rows int64 `json:"rows"`
+	// Share is the estimated share of the rows that lie in differing ranges
+	// of 128 rows (LeafRows): above 1/2 the line is streamed at once.
+	Share float64 `json:"share"`
 }
 
 // RepairCounts counts what a repair wrote.

@@ -168,7 +168,7 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	}
 	log.Info("reconcile done", "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed,
 		"duplicate", rep.Duplicate, "null_key", rep.NullKey, "not_covered", rep.NotCoveredRows(),
-		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "skipped_unsynced", rep.SkippedUnsynced,
+		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "plan", rep.Plan, "skipped_unsynced", rep.SkippedUnsynced,
 		"duration", time.Since(started).Round(time.Millisecond).String())
 	return rep, nil
 }
@@ -281,16 +281,27 @@ func (c *comparer) run(ctx context.Context) error {
 	return c.countCoverage(ctx)
 }
 
-// bisectAll compares the whole line once.
+// bisectAll compares the whole line once: by checksum levels, or, when a
+// sample finds the differences dense, by streaming it at once.
 func (c *comparer) bisectAll(ctx context.Context) error {
 	top, ok, err := c.top(ctx)
 	if err != nil || !ok {
 		return err
 	}
 	c.hashesRead.Store(0)
-	err = c.bisect(ctx, []segment{top})
-	c.rep.HashesRead = c.hashesRead.Load()
-	return err
+	defer func() { c.rep.HashesRead = c.hashesRead.Load() }()
+	dense, err := c.sample(ctx, top)
+	if err != nil {
+		return err
+	}
+	if dense {
+		// A checksum level would differ nearly everywhere: stream the
+		// whole line once instead of checksumming it and then streaming it.
+		c.rep.Plan = PlanStream
+		return c.stream(ctx, []segment{top}, true)
+	}
+	c.rep.Plan = PlanChecksums
+	return c.bisect(ctx, []segment{top})
 }
 
 // top is the first segment: the keys' range for an integer key, the whole

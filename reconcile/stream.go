@@ -14,8 +14,10 @@ import (
 // stream reads the key and row hash of every row inside segs (sorted,
 // disjoint) from both sides at once, in line order, merges the two streams
 // and re-reads the differing keys (c.recheck). Memory holds the differing
-// keys only, not the rows.
-func (c *comparer) stream(ctx context.Context, segs []segment) error {
+// keys only, not the rows. With count (the whole line streamed without a
+// checksum level) it counts the rows compared on each side, as the first
+// checksum level does.
+func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error {
 	var est int64
 	for _, s := range segs {
 		est += s.n
@@ -25,6 +27,7 @@ func (c *comparer) stream(ctx context.Context, segs []segment) error {
 	join := c.src.intKey && est*5 < c.tableRows
 	srcRows, dstRows := make(chan row, 1024), make(chan row, 1024)
 	var recheck [][]string
+	var compared, copyRows int64
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { defer close(srcRows); return c.streamSide(gctx, c.src, segs, join, srcRows) })
 	g.Go(func() error { defer close(dstRows); return c.streamSide(gctx, c.dst, segs, join, dstRows) })
@@ -52,6 +55,12 @@ func (c *comparer) stream(ctx context.Context, segs []segment) error {
 				dp = &r
 				d, dok = <-dstRows
 			}
+			if sp != nil && sp.synced {
+				compared++
+			}
+			if dp != nil {
+				copyRows++
+			}
 			r := sp
 			if r == nil {
 				r = dp
@@ -71,6 +80,10 @@ func (c *comparer) stream(ctx context.Context, segs []segment) error {
 	})
 	if err := g.Wait(); err != nil {
 		return err
+	}
+	if count {
+		c.rep.RowsCompared += compared
+		c.rep.CopyRows += copyRows
 	}
 	for len(recheck) > 0 {
 		n := min(len(recheck), batchRows)
