@@ -2,12 +2,17 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/syncer"
 )
 
 // The density sample is sized in leaves: with 32-row leaves it reads 48
@@ -241,4 +246,89 @@ func TestSmallTableIsNotSampled(t *testing.T) {
 		t.Fatalf("repair left differences: %+v", rep.After)
 	}
 	assertSameTables(t, f.src, f.dst, "t")
+}
+
+// TestDenseUnderConcurrentWrites streams a dense table while a writer
+// updates and inserts source rows (outside the injected differences) and a
+// sync loop copies them: rows written meanwhile are past the watermark the
+// reconcile read, so exactly the injected differences are reported, and
+// the repair leaves the copy equal once the writer stops.
+func TestDenseUnderConcurrentWrites(t *testing.T) {
+	const n = 30000
+	for _, key := range []string{"id", "code"} {
+		t.Run("key="+key, func(t *testing.T) {
+			t.Parallel()
+			f := newDense(t, n, key)
+			scatter(t, f)
+			want := compareTables(t, f.src, f.dst, key)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var writes, syncs atomic.Int64
+			errs := make(chan error, 2)
+			var once sync.Once
+			stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+			defer stop()
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				conn, err := f.src.Pool.Acquire(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				defer conn.Release()
+				for i := 1; ctx.Err() == nil; i++ {
+					_, err := conn.Exec(ctx, `UPDATE t SET val = val + 1, updated_at = now() WHERE id = $1 AND mod(abs(hashint8(id)), 60) NOT IN (1, 2, 3)`, 1+(i*37)%n)
+					if err == nil && i%3 == 0 {
+						_, err = conn.Exec(ctx, `INSERT INTO t VALUES ($1::bigint, 'new-' || $1::bigint, now(), 0, '{}')`, n+i)
+					}
+					if err != nil {
+						if ctx.Err() == nil {
+							errs <- err
+						}
+						return
+					}
+					writes.Add(1)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, err := syncer.Run(ctx, syncer.Options{Config: f.cfg, Store: f.store, Logger: quietLogger()})
+					if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+						errs <- err
+						return
+					}
+					syncs.Add(1)
+					time.Sleep(20 * time.Millisecond) // pacing: the daemon's schedule between runs, not a wait for anything
+				}
+			}()
+			var skipped int64
+			for range 3 {
+				rep := f.reconcile(t, reconcile.Options{LeafRows: sampleLeaf})
+				if rep.Plan != reconcile.PlanStream {
+					t.Fatalf("plan %q after sample %+v; want %q", rep.Plan, rep.Sample, reconcile.PlanStream)
+				}
+				assertMatches(t, rep, want)
+				skipped += rep.SkippedUnsynced
+			}
+			stop()
+			close(errs)
+			for err := range errs {
+				t.Fatal(err)
+			}
+			if writes.Load() < 10 || syncs.Load() < 2 || skipped == 0 {
+				t.Fatalf("too little concurrency to prove anything: %d writes, %d syncs, %d rows skipped as unsynced", writes.Load(), syncs.Load(), skipped)
+			}
+			t.Logf("%d writes, %d syncs, %d rows skipped as unsynced", writes.Load(), syncs.Load(), skipped)
+
+			f.sync(t)
+			rep := f.reconcile(t, reconcile.Options{LeafRows: sampleLeaf, Repair: true})
+			if rep.Plan != reconcile.PlanStream || !rep.Clean() {
+				t.Fatalf("repair: plan %q, repair %+v, after %+v", rep.Plan, rep.Repair, rep.After)
+			}
+			assertSameTables(t, f.src, f.dst, "t")
+		})
+	}
 }
