@@ -243,6 +243,13 @@ func printReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
 	printCounts(w, "", rep)
 	fmt.Fprintf(w, "rows compared: %d (null cursor: %d compared, ahead of the clock: %d compared; copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
 		rep.RowsCompared, rep.NullCursor, rep.AheadOfClock, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
+	if rep.Plan != "" {
+		plan := "plan: " + rep.Plan
+		if sm := rep.Sample; sm != nil {
+			plan += fmt.Sprintf(" (density sample by %s: %d of %d differ, about %.0f%% of the rows in differing ranges)", strings.ReplaceAll(sm.By, "_", " "), sm.Differing, sm.Taken, 100*sm.Share)
+		}
+		fmt.Fprintln(w, plan)
+	}
 	printNotCovered(w, "", rep)
 	if rep.Repair != nil && rep.Repaired {
 		fmt.Fprintf(w, "repair: inserted %d, updated %d, deleted %d\n", rep.Repair.Inserted, rep.Repair.Updated, rep.Repair.Deleted)

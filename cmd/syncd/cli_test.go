@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/watermark"
 )
 
 var commandNames = []string{"run", "resync", "status", "validate", "reconcile", "version", "completion"}
@@ -169,7 +172,8 @@ func countLevel(stderr, level string) int {
 }
 
 // status needs no DSN variable; status, validate and reconcile never create
-// a state file, and a missing one is an error (exit 2) that names its path.
+// a state file, and a missing one is an error (exit 2) that names its path;
+// status never changes one, reconcile only records its outcome.
 func TestReadOnlyCommandsNeedNoDSNAndCreateNoStateFile(t *testing.T) {
 	src, dst := setupOrders(t)
 	dir := t.TempDir()
@@ -211,16 +215,34 @@ func TestReadOnlyCommandsNeedNoDSNAndCreateNoStateFile(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "orders") || !strings.Contains(r.stdout, "1000") {
 		t.Fatalf("status without DSN variables: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	if r := syncd(t, dsns, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.code != 0 {
-		t.Fatalf("reconcile: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	}
 	after, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(before, after) {
-		t.Fatal("status or reconcile changed the state file")
+		t.Fatal("status changed the state file")
 	}
+	// reconcile records its outcome, and only that: the watermark stays.
+	stBefore := readState(t, state, "orders")
+	r = syncd(t, dsns, "reconcile", "--config", cfg, "--state", state, "--source", "orders")
+	if r.code != 0 || !strings.Contains(r.stdout, "\nplan: checksums\n") {
+		t.Fatalf("reconcile: exit %d, want 0 and its plan\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	stAfter := readState(t, state, "orders")
+	if !slices.Equal(stAfter.Cursor, stBefore.Cursor) || stAfter.LastCleanReconcile.IsZero() || stAfter.LastReconcile == nil {
+		t.Fatalf("after reconcile the state has watermark %v (was %v), last clean reconcile %v, last reconcile %+v; want the watermark kept and the clean reconcile recorded",
+			stAfter.Cursor, stBefore.Cursor, stAfter.LastCleanReconcile, stAfter.LastReconcile)
+	}
+}
+
+// readState reads the stored state of source name.
+func readState(t *testing.T, path, name string) watermark.State {
+	t.Helper()
+	st, _, err := watermark.ReadState(path, name, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // An error from PostgreSQL during a run names the source and the file and
