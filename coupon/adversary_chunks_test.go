@@ -1,0 +1,716 @@
+package coupon_test
+
+// Attacks on the target chunks (coupon/freeze.go, grants.go): frozen
+// targets edited by hand, key types whose text form is tricky, grant page
+// sizes changed between runs, kills during the freeze, runs at once, and
+// campaigns frozen in the layout before chunks.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/plan"
+	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
+)
+
+const advChunks = "public.coupon_grants_target_chunks"
+
+// freezeOnly runs cfg's campaign until it is frozen and stops it before
+// the first grant page.
+func freezeOnly(t *testing.T, cfg *config.Config, store *watermark.Store) {
+	t.Helper()
+	stop := make(chan struct{})
+	close(stop)
+	if _, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop}); !errors.Is(err, syncer.ErrStopped) {
+		t.Fatalf("freeze: %v; want ErrStopped", err)
+	}
+}
+
+// campaignStatus is the status column of the campaign's row.
+func campaignStatus(t *testing.T, db *pgtest.DB) string {
+	t.Helper()
+	return keyRows(t, db, "SELECT status FROM public.syncd_campaigns WHERE campaign_id = '"+campaignID+"'")[0]
+}
+
+// TestAdvHandEditedChunksFailLoudly: a frozen campaign whose chunks were
+// edited by hand so that they no longer hold the frozen targets in order
+// (an element gone or added while n stayed, a chunk moved, a key copied
+// over another) must not end in success, and the error must be one line
+// naming the chunks table.
+func TestAdvHandEditedChunksFailLoudly(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		edit  string
+		rerun int  // grant_page_size of the run after the edit
+		none  bool // the run must fail before any grant
+	}{
+		// Element 100 of the chunk at 500 removed: position 1000 has no
+		// key. Pages of 500 end on it, pages of 300 never do.
+		{"element removed, page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 500, true},
+		{"element removed, no page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 300, true},
+		{"element added, n kept", "UPDATE " + advChunks + " SET key_1 = key_1 || ARRAY['99999999'] WHERE first_pos = 500", 500, true},
+		{"n and targets lowered with an element removed", "UPDATE " + advChunks + " SET key_1 = key_1[2:], n = n - 1 WHERE first_pos = 500; UPDATE public.syncd_campaigns SET targets = targets - 1", 500, true},
+		{"chunk moved by one position", "UPDATE " + advChunks + " SET first_pos = first_pos + 1 WHERE first_pos = 500", 500, true},
+		{"a key copied over another chunk's", "UPDATE " + advChunks + " SET key_1[1] = (SELECT key_1[1] FROM " + advChunks + " WHERE first_pos = 0) WHERE first_pos = 500", 500, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, _, cfg, store := campaignSetup(t, 500)
+			freezeOnly(t, cfg, store)
+			db.Exec(t, tc.edit)
+			_, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet})
+			if err == nil || !strings.Contains(err.Error(), advChunks) || strings.Contains(err.Error(), "\n") {
+				t.Fatalf("run after the chunks were edited (%s): err %v; want a one-line error naming %s", tc.edit, err, advChunks)
+			}
+			if s := campaignStatus(t, db); s == "done" {
+				t.Fatalf("campaign status %q after edited chunks", s)
+			}
+			if n := count(t, db, "SELECT count(*) FROM public.coupon_grants"); tc.none && n != 0 {
+				t.Fatalf("%d grants made from edited chunks; want 0 (err %v)", n, err)
+			}
+			t.Logf("error: %v", err)
+		})
+	}
+}
+
+// advKeyType is a source table keyed by one tricky type (or two columns).
+type advKeyType struct {
+	name   string
+	cols   string // column definitions of the key, without NOT NULL
+	key    []string
+	values string // a SQL array or set of the key values (one row each)
+}
+
+var advKeyTypes = []advKeyType{
+	{"bigint", "k bigint", []string{"k"}, "unnest('{-9223372036854775808,-5,-1,0,1,9,10,100,9223372036854775807}'::bigint[])"},
+	{"smallint", "k smallint", []string{"k"}, "unnest('{-32768,-1,0,7,10,100,99,32767}'::smallint[])"},
+	{"numeric", "k numeric", []string{"k"}, "unnest('{1.50,1.5000001,-0.10,0.000,1e20,NaN,Infinity,-Infinity,0.000001,12345678901234567890.12345678901234567890}'::numeric[])"},
+	{"numeric_12_2", "k numeric(12,2)", []string{"k"}, "unnest('{1.50,2.00,-0.10,9999999999.99,0,10,9.99,-9999999999.99}'::numeric(12,2)[])"},
+	{"timestamptz", "k timestamptz", []string{"k"}, "unnest(ARRAY['2026-01-02 03:04:05.123456+00', '2026-02-01 03:04:05+00', '2026-12-13 23:59:59.999999+00', '0044-03-15 12:00:00+00 BC', 'infinity', '-infinity', '2026-03-29 01:30:00+00', '2026-10-25 00:30:00+00', '2026-10-25 01:30:00+00', '1901-12-13 20:45:52+00', '1890-01-01 00:00:00+00']::timestamptz[])"},
+	{"timestamptz_3", "k timestamp(3) with time zone", []string{"k"}, "unnest(ARRAY['2026-01-02 03:04:05.123+00', '2026-02-01 03:04:05.1+00', '2026-01-02 03:04:05.124+00', '2026-01-02 03:04:05+00', '2026-01-02 03:04:05.999+00', 'infinity', '0010-01-01 00:00:00.001+00 BC', '2026-06-30 23:59:59.5+00']::timestamptz(3)[])"},
+	{"timestamp", "k timestamp", []string{"k"}, "unnest(ARRAY['2026-01-02 03:04:05.123456', '2026-02-01 03:04:05', 'infinity', '-infinity', '0044-03-15 12:00:00 BC', '2026-03-29 02:30:00', '2026-12-01 00:00:00', '1999-12-31 23:59:59.999999']::timestamp[])"},
+	{"date", "k date", []string{"k"}, "unnest(ARRAY['2026-01-02', '2026-02-01', '2026-12-13', '0001-01-01 BC', 'infinity', '-infinity', '2026-01-12', '2026-12-01']::date[])"},
+	{"text_icu", `k text COLLATE "en-x-icu"`, []string{"k"}, "unnest(ARRAY['a', 'A', 'b', 'B', 'é', 'e', 'E', 'ä', 'z', 'Z', '1', '10', '2', 'a b', 'ab', '-a', 'a-'])"},
+	{"text_nondeterministic", "k text COLLATE adv_ci", []string{"k"}, "unnest(ARRAY['Abc', 'abd', 'ABE', 'x', 'Y', 'ß', 'ss2'])"},
+	{"varchar_hostile", "k varchar(12)", []string{"k"}, "unnest(ARRAY[" + advQuoted(hostileKeys) + "])"},
+	{"uuid", "k uuid", []string{"k"}, "unnest('{00000000-0000-0000-0000-000000000000,ffffffff-ffff-ffff-ffff-ffffffffffff,a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11,A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A12,a0eebc99-9c0b4ef8-bb6d6bb9-bd380a13,a0eebc999c0b4ef8bb6d6bb9bd380a14,10000000-0000-0000-0000-000000000000,90000000-0000-0000-0000-000000000000}'::uuid[])"},
+	{"text_bigint", `region text COLLATE "en-x-icu", id bigint`, []string{"region", "id"}, "(SELECT r, i FROM unnest(ARRAY['eu', 'EU', 'Jp', 'jp', 'a,b', '']) r, unnest('{-1,2,10}'::bigint[]) i) v"},
+	{"date_integer", "day date, n integer", []string{"day", "n"}, "(SELECT d, i FROM unnest(ARRAY['2026-01-02', '2026-02-01', 'infinity']::date[]) d, unnest('{1,-1}'::int[]) i) v"},
+}
+
+// advQuoted renders keys as a list of SQL string literals.
+func advQuoted(keys []string) string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = "E'" + strings.NewReplacer(`\`, `\\`, "'", `\'`, "\t", `\t`, "\n", `\n`).Replace(k) + "'"
+	}
+	return strings.Join(out, ", ")
+}
+
+// advCanonical runs q in a transaction with fixed text settings, whatever
+// the database sets, and returns its single text column sorted by the
+// caller's ORDER BY.
+func advCanonical(t *testing.T, db *pgtest.DB, q string) []string {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	for _, s := range []string{"SET LOCAL TimeZone = 'UTC'", "SET LOCAL DateStyle = 'ISO, YMD'", "SET LOCAL extra_float_digits = 3", "SET LOCAL IntervalStyle = 'postgres'"} {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := tx.Query(ctx, q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return out
+}
+
+// TestAdvKeyTypesWithHostileSessionSettings: every key type a campaign
+// accepts, with values whose text form is tricky (BC dates, infinity,
+// trailing zeros, NaN, text in an ICU or a nondeterministic collation, the
+// hostile text keys), frozen in the source's own database (cursor of the
+// sink transaction) and streamed from another one, while both databases
+// set DateStyle, TimeZone, IntervalStyle and extra_float_digits (ALTER
+// DATABASE) to values unlike syncd's and unlike each other. A run stopped
+// after 2 pages of 2, a run to the end in pages of 3 and a run after
+// success: the grants equal the selected keys exactly, compared as
+// canonical text by this test, and the last run reads no page.
+func TestAdvKeyTypesWithHostileSessionSettings(t *testing.T) {
+	t.Parallel()
+	for _, across := range []bool{false, true} {
+		t.Run(fmt.Sprintf("across=%v", across), func(t *testing.T) {
+			t.Parallel()
+			src := pgtest.NewDB(t)
+			dst := src
+			if across {
+				dst = pgtest.NewDB(t)
+			}
+			for _, db := range []*pgtest.DB{src, dst} {
+				db.Exec(t, "CREATE COLLATION IF NOT EXISTS adv_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)")
+			}
+			src.Exec(t, "ALTER DATABASE "+src.Name+" SET DateStyle = 'SQL, DMY'; ALTER DATABASE "+src.Name+" SET TimeZone = 'Asia/Kolkata';"+
+				"ALTER DATABASE "+src.Name+" SET extra_float_digits = -15; ALTER DATABASE "+src.Name+" SET IntervalStyle = 'sql_standard'")
+			if across {
+				dst.Exec(t, "ALTER DATABASE "+dst.Name+" SET DateStyle = 'German'; ALTER DATABASE "+dst.Name+" SET TimeZone = 'America/St_Johns';"+
+					"ALTER DATABASE "+dst.Name+" SET extra_float_digits = 0; ALTER DATABASE "+dst.Name+" SET IntervalStyle = 'iso_8601'")
+			}
+			for _, kt := range advKeyTypes {
+				t.Run(kt.name, func(t *testing.T) {
+					t.Parallel()
+					advKeyTypeCampaign(t, src, dst, kt)
+				})
+			}
+		})
+	}
+}
+
+func advKeyTypeCampaign(t *testing.T, src, dst *pgtest.DB, kt advKeyType) {
+	ctx := context.Background()
+	table := "k_" + kt.name
+	keyList := strings.Join(kt.key, ", ")
+	src.Exec(t, fmt.Sprintf("CREATE TABLE public.%s (%s, pick boolean NOT NULL, PRIMARY KEY (%s))", table, kt.cols, keyList))
+	src.Exec(t, fmt.Sprintf("INSERT INTO public.%s SELECT *, row_number() OVER () %% 3 <> 0 FROM %s", table, kt.values))
+	yaml := func(size int) string {
+		return fmt.Sprintf(`name: comeback
+source:
+  dsn: %s
+  table: public.%s
+  cursor: [%s]
+  where: "pick"
+sink:
+  type: coupon_grants
+  dsn: %s
+  table: public.g_%s
+  campaign: c_%s
+  grant_page_size: %d
+`, src.URL, table, keyList, dst.URL, kt.name, kt.name, size)
+	}
+	store := openStore(t)
+	stop := make(chan struct{})
+	res, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(2)), Store: store, Logger: quiet, Stop: stop,
+		AfterCommit: func(page int64) error {
+			if page == 2 {
+				close(stop)
+			}
+			return nil
+		}})
+	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 {
+		t.Fatalf("first run: %d pages, err %v; want 2 pages and ErrStopped", res.Pages, err)
+	}
+	res, err = syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	row := "ROW(" + keyList + ")::text"
+	want := advCanonical(t, src, "SELECT "+row+" FROM public."+table+" WHERE pick ORDER BY "+row+" COLLATE \"C\"")
+	got := advCanonical(t, dst, "SELECT "+row+" FROM public.g_"+kt.name+" ORDER BY "+row+" COLLATE \"C\"")
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("grants differ from the selected keys:\n got %q\nwant %q", got, want)
+	}
+	if int64(len(want)) != res.Written+4 {
+		t.Fatalf("the two runs made %d new grants; want %d", res.Written+4, len(want))
+	}
+	res, err = syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
+	if err != nil || res.Pages != 0 || res.Written != 0 {
+		t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil (progress cursor %v)", res.Pages, res.Written, err,
+			keyRows(t, dst, "SELECT coalesce(cursor::text, 'NULL') FROM public.syncd_campaigns WHERE campaign_id = 'c_"+kt.name+"'"))
+	}
+}
+
+// advYAML is a campaign on public.members with its own where clause.
+func advYAML(src, dst *pgtest.DB, where string, size int) string {
+	y := strings.Replace(configYAML(src, dst, size), `where: "`+dormantWhere+`"`, `where: "`+where+`"`, 1)
+	if size == 0 {
+		y = strings.NewReplacer("  grant_page_size: 0\n", "", "  page_size: 0\n", "").Replace(y)
+	}
+	return y
+}
+
+// TestAdvPageSizes: campaigns of 0 targets, of exactly one, of exactly
+// whole chunks (3 of 100, 2 of 10,000 in one default page), in pages of
+// one target, and a campaign whose grant_page_size changes from run to run
+// (1000, stopped after 2 pages; 300, stopped after 3; 7000 to the end; 1
+// after success): each target is granted once, each run grants exactly
+// what it read, and a run after success reads no page.
+func TestAdvPageSizes(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	newMembers(t, db)
+	for _, tc := range []struct {
+		name    string
+		where   string
+		size    int
+		targets int64
+		chunks  int64
+	}{
+		{"no target", "member_id < 0", 1000, 0, 0},
+		{"one target", "member_id = 7", 1000, 1, 1},
+		{"3 whole chunks of 100", "member_id <= 300", 100, 300, 3},
+		{"2 whole chunks of 10000 in one page", "member_id <= 20000", 0, 20000, 2},
+		{"pages of 1", "member_id <= 250", 1, 250, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			id := "c" + strings.ReplaceAll(tc.name, " ", "_")
+			cfg := parseConfig(t, strings.Replace(advYAML(db, db, tc.where, tc.size), "campaign: "+campaignID, "campaign: "+id, 1))
+			store := openStore(t)
+			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			if err != nil || res.Written != tc.targets || res.Rows != tc.targets {
+				t.Fatalf("run: %d targets read, %d new grants, err %v; want %d, %d, nil", res.Rows, res.Written, err, tc.targets, tc.targets)
+			}
+			want := keyRows(t, db, "SELECT member_id::text FROM public.members WHERE "+tc.where+" ORDER BY member_id::text")
+			got := keyRows(t, db, "SELECT member_id::text FROM public.coupon_grants WHERE campaign_id = '"+id+"' ORDER BY member_id::text")
+			if strings.Join(got, ",") != strings.Join(want, ",") || int64(len(want)) != tc.targets {
+				t.Fatalf("%d grants; want the %d selected members (expected %d)", len(got), len(want), tc.targets)
+			}
+			if n := count(t, db, "SELECT count(*) FROM public.coupon_grants_target_chunks WHERE campaign_id = '"+id+"'"); n != tc.chunks {
+				t.Fatalf("%d chunks; want %d", n, tc.chunks)
+			}
+			res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			if err != nil || res.Pages != 0 || res.Written != 0 {
+				t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
+			}
+		})
+	}
+
+	t.Run("size changed between runs", func(t *testing.T) {
+		ctx := context.Background()
+		db, want, _, store := campaignSetup(t, 1000)
+		stopAfter := func(n int64) (chan struct{}, func(int64) error) {
+			stop := make(chan struct{})
+			return stop, func(page int64) error {
+				if page == n {
+					close(stop)
+				}
+				return nil
+			}
+		}
+		var written int64
+		for i, step := range []struct {
+			size  int
+			pages int64 // stop after; 0: to the end
+		}{{1000, 2}, {300, 3}, {7000, 0}, {1, 0}} {
+			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, step.size)), Store: store, Logger: quiet}
+			if step.pages > 0 {
+				o.Stop, o.AfterCommit = stopAfter(step.pages)
+			}
+			res, err := syncer.Run(ctx, o)
+			wantRows := int64(step.size) * step.pages
+			if step.pages == 0 {
+				wantRows = int64(len(want)) - written
+			}
+			if (step.pages > 0) != errors.Is(err, syncer.ErrStopped) || (step.pages == 0 && err != nil) || res.Written != wantRows || res.Rows != wantRows {
+				t.Fatalf("run %d (pages of %d): %d targets read, %d new grants, err %v; want %d and %d", i+1, step.size, res.Rows, res.Written, err, wantRows, wantRows)
+			}
+			written += res.Written
+			want := want[:written]
+			checkExact(t, db, want)
+		}
+	})
+}
+
+// TestAdvChunksLeftWithoutTheirCampaign: the campaign row deleted by hand
+// while its chunks stay (half of the "freeze again" recipe). The next run
+// cannot freeze into the chunks table; it must say why in one line naming
+// the table and what to do, not promise that the next run freezes again.
+func TestAdvChunksLeftWithoutTheirCampaign(t *testing.T) {
+	t.Parallel()
+	db, _, cfg, store := campaignSetup(t, 1000)
+	freezeOnly(t, cfg, store)
+	db.Exec(t, "DELETE FROM public.syncd_campaigns")
+	for run := 1; run <= 2; run++ {
+		_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+		if err == nil || !strings.Contains(err.Error(), advChunks) || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "the next run freezes again") {
+			t.Fatalf("run %d with chunks left from a deleted campaign row: %v; want one line naming %s that says what to do", run, err, advChunks)
+		}
+		t.Logf("run %d: %v", run, err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM public.coupon_grants"); n != 0 {
+		t.Fatalf("%d grants; want 0", n)
+	}
+}
+
+// advLegacy freezes the campaign of db in the layout before chunks (a row
+// per target), with the targets want, granted up to and including
+// want[done-1] and the progress cursor there (none when done is 0).
+func advLegacy(t *testing.T, db *pgtest.DB, want []int64, done int) {
+	t.Helper()
+	db.Exec(t, legacyDDL)
+	var cursor any
+	if done > 0 {
+		cursor = []string{fmt.Sprint(want[done-1])}
+	}
+	db.Exec(t, `INSERT INTO public.syncd_campaigns (campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, targets, cursor, pages, status)
+VALUES ($1, 'comeback', 'public.members', 'public.coupon_grants', '{member_id}', $2, now(), $3, $4, 3, 'granting')`, campaignID, dormantWhere, len(want), cursor)
+	db.Exec(t, "INSERT INTO public.coupon_grants_targets SELECT $1, unnest($2::bigint[])", campaignID, want)
+	db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) SELECT $1, unnest($2::bigint[])", campaignID, want[:done])
+}
+
+// advChunksDDL is the chunks table as docs/COUPONS.md defines it.
+const advChunksDDL = `CREATE TABLE public.coupon_grants_target_chunks (campaign_id text NOT NULL, first_pos bigint NOT NULL, n integer NOT NULL,
+  key_1 text[] NOT NULL CHECK (array_position(key_1, NULL) IS NULL), PRIMARY KEY (campaign_id, first_pos))`
+
+// TestAdvLegacyMigratedByTwoRunsAtOnce: a campaign frozen in the layout
+// before chunks, half granted, is resumed by two runs at once (two pods,
+// two state files) whose files differ in grant_page_size, so that each
+// would cut the targets into other chunks. Both copy the rows into chunks
+// at the same moment (held at the INSERT by a lock until both are there;
+// the two files name the source differently, as one name's runs exclude
+// each other).
+// Both runs must succeed, each target hold one grant, and the chunks hold
+// each target once.
+func TestAdvLegacyMigratedByTwoRunsAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	want := newMembers(t, db)
+	advLegacy(t, db, want, len(want)/2)
+	db.Exec(t, advChunksDDL)
+	lock, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, "LOCK TABLE "+advChunks+" IN SHARE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	for i, size := range []int{700, 300} {
+		// Two source names: one name's runs exclude each other (runlock).
+		cfg := parseConfig(t, strings.Replace(configYAML(db, db, size), "name: comeback", fmt.Sprintf("name: comeback%d", i), 1)+"  lock_timeout: 5m\n")
+		store := openStore(t)
+		go func() {
+			_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			errs <- err
+		}()
+	}
+	testutil.Eventually(t, time.Minute, "both runs copying the old targets into chunks", func() bool {
+		if len(errs) > 0 {
+			t.Fatalf("a run ended before both were copying: %v", <-errs)
+		}
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO "public"."coupon_grants_target_chunks"%'`) == 2
+	})
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	}
+	checkExact(t, db, want)
+	if n := count(t, db, "SELECT sum(n) FROM "+advChunks); n != int64(len(want)) {
+		t.Fatalf("chunks hold %d targets; want %d", n, len(want))
+	}
+	if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, 500)), Store: openStore(t), Logger: quiet}); err != nil {
+		t.Fatalf("run after both: %v", err)
+	}
+}
+
+// TestAdvLegacyEdges: campaigns frozen before chunks with no target at all,
+// and with the progress cursor at the last target (all granted), and one
+// cursor short of it, each resumed with a page size unlike the old one.
+func TestAdvLegacyEdges(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		targets int // how many of the dormant members are targets (-1: all)
+		done    int // granted before (-1: all)
+	}{
+		{"no target", 0, 0},
+		{"all granted", -1, -1},
+		{"all but the last granted", -1, -2},
+		{"one target, none granted", 1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db := pgtest.NewDB(t)
+			want := newMembers(t, db)
+			if tc.targets >= 0 {
+				want = want[:tc.targets]
+			}
+			done := tc.done
+			if done < 0 {
+				done = len(want) + done + 1
+			}
+			advLegacy(t, db, want, done)
+			cfg, store := parseConfig(t, configYAML(db, db, 333)), openStore(t)
+			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			if err != nil || res.Written != int64(len(want)-done) {
+				t.Fatalf("run: %d new grants, err %v; want %d, nil", res.Written, err, len(want)-done)
+			}
+			checkExact(t, db, want)
+			res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			if err != nil || res.Pages != 0 || res.Written != 0 {
+				t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
+			}
+		})
+	}
+}
+
+// advSyncd starts the real binary on source name of the file at cfgPath.
+func advSyncd(t *testing.T, name, cfgPath, statePath string) *testutil.Process {
+	t.Helper()
+	return bin.Start(t, nil, "run", "--once", "--source", name, "--config", cfgPath, "--state", statePath)
+}
+
+// advWaiting counts syncd sessions of db waiting on a lock whose query
+// starts with prefix.
+func advWaiting(t *testing.T, db *pgtest.DB, event, prefix string) int64 {
+	t.Helper()
+	var n int64
+	err := db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'
+  AND wait_event_type = 'Lock' AND wait_event = $1 AND ltrim(query) LIKE $2 || '%'`, event, prefix).Scan(&n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestAdvKillDuringTheFreeze: the real binary is killed (SIGKILL) in the
+// middle of its freeze, after it inserted the campaign row and while it
+// reads the targets (held there by an advisory lock that source.where
+// takes), both when the sink's own cursor reads them and when they are
+// streamed from another database. A second binary (another source name,
+// so no run lock keeps it out) started meanwhile waits on the campaign
+// row, freezes once the first is gone and logs the as_of it stored. Each
+// target is granted once, and nothing of the killed freeze remains.
+func TestAdvKillDuringTheFreeze(t *testing.T) {
+	t.Parallel()
+	for _, across := range []bool{false, true} {
+		t.Run(fmt.Sprintf("across=%v", across), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			src := pgtest.NewDB(t)
+			dst := src
+			if across {
+				dst = pgtest.NewDB(t)
+			}
+			want := newMembers(t, src)
+			where := dormantWhere + " AND (SELECT pg_advisory_xact_lock_shared(4242)) IS NOT NULL"
+			yaml := advYAML(src, dst, where, 1000)
+			dir := t.TempDir()
+			cfgA := writeConfig(t, yaml)
+			cfgB := writeConfig(t, strings.Replace(yaml, "name: comeback", "name: comeback_b", 1))
+
+			lock, err := src.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer lock.Rollback(ctx)
+			if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)"); err != nil {
+				t.Fatal(err)
+			}
+			a := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			a.Eventually(t, time.Minute, "run a reading the targets", func() bool { return advWaiting(t, src, "advisory", "") == 1 })
+			b := advSyncd(t, "comeback_b", cfgB, dir+"/b.db")
+			b.Eventually(t, time.Minute, "run b waiting on run a's campaign row", func() bool {
+				return advWaiting(t, dst, "transactionid", `INSERT INTO "public"."syncd_campaigns"`) == 1
+			})
+			if r := a.Kill(t); r.Signal != syscall.SIGKILL {
+				t.Fatalf("run a was not killed during its freeze: %s", r)
+			}
+			b.Eventually(t, time.Minute, "run b freezing in place of run a", func() bool { return advWaiting(t, src, "advisory", "") == 1 })
+			for _, q := range []string{"SELECT count(*) FROM public.syncd_campaigns", "SELECT count(*) FROM " + advChunks, "SELECT count(*) FROM public.coupon_grants"} {
+				if n := count(t, dst, q); n != 0 {
+					t.Fatalf("%s = %d while the only freeze left has not committed", q, n)
+				}
+			}
+			if err := lock.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if r := b.Wait(t, time.Minute); r.Code != 0 {
+				t.Fatalf("run b: %s", r)
+			}
+			checkExact(t, dst, want)
+			e, ok := b.Output.Find("campaign frozen")
+			asOf, _ := storedCampaign(t, dst)
+			if !ok || a.Output.Count("campaign frozen") != 0 || e.Text("as_of") != asOf.UTC().Format(time.RFC3339Nano) {
+				t.Fatalf("run b logged frozen %v (as_of %q), run a %d times; stored as_of %s", ok, e.Text("as_of"), a.Output.Count("campaign frozen"), asOf.UTC().Format(time.RFC3339Nano))
+			}
+			c := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			if r := c.Wait(t, time.Minute); r.Code != 0 || newGrants(c.Output.String()) != "0" {
+				t.Fatalf("run after success: %s (new grants %s); want exit 0 and 0", r, newGrants(c.Output.String()))
+			}
+			checkExact(t, dst, want)
+		})
+	}
+}
+
+// TestAdvTwoRunsAtOnceOnAResumedCampaign: a campaign stopped after 2
+// pages is resumed by two binaries at once whose files differ in source
+// name (so the run lock does not keep one out) and grant_page_size (300
+// and 1000, against the 1000-target chunks): both succeed, each target has
+// one grant, the new grants of the two add up to the targets left, and a
+// run after that grants 0 and reads no page. (Both first pages are held on
+// a grant of an open transaction until both wait there.)
+func TestAdvTwoRunsAtOnceOnAResumedCampaign(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, want, cfg, store := campaignSetup(t, 1000)
+	stop := make(chan struct{})
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+		if page == 2 {
+			close(stop)
+		}
+		return nil
+	}}); !errors.Is(err, syncer.ErrStopped) {
+		t.Fatalf("first run: %v; want ErrStopped", err)
+	}
+	// Both runs' first page waits on a grant of one of its targets made by
+	// a transaction left open, so that they really grant at once.
+	blocker, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer blocker.Rollback(ctx)
+	if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[2010]); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
+	b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")
+	a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
+		return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
+	})
+	if err := blocker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := a.Wait(t, 2*time.Minute), b.Wait(t, 2*time.Minute)
+	if ra.Code != 0 || rb.Code != 0 {
+		t.Fatalf("two runs at once: exit %d and %d\n--- a:\n%s--- b:\n%s", ra.Code, rb.Code, a.Output, b.Output)
+	}
+	checkExact(t, db, want)
+	na, nb := newGrants(a.Output.String()), newGrants(b.Output.String())
+	if x, y := atoi(t, na), atoi(t, nb); x+y != int64(len(want)-2000) {
+		t.Fatalf("new grants %s + %s; want %d", na, nb, len(want)-2000)
+	}
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	if err != nil || res.Pages != 0 || res.Written != 0 {
+		t.Fatalf("run after both: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
+	}
+}
+
+func atoi(t *testing.T, s string) int64 {
+	t.Helper()
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Fatalf("%q is not a number", s)
+	}
+	return n
+}
+
+// TestAdvRepairWhileGranting: `reconcile --repair` runs while a run grants:
+// once between two pages (it grants every target left; the run's next
+// plain INSERT meets them and goes on with ON CONFLICT) and once while a
+// page's transaction is open (the repair waits for the page's keys). The
+// run succeeds, each target has one grant, and the run's new grants plus
+// the repair's are the targets.
+func TestAdvRepairWhileGranting(t *testing.T) {
+	t.Parallel()
+	for _, inside := range []bool{false, true} {
+		t.Run(fmt.Sprintf("inside a page=%v", inside), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			const size = 700
+			db, want, cfg, store := campaignSetup(t, size)
+			type report struct {
+				missing int64
+				err     error
+			}
+			done := make(chan report, 1)
+			repair := func() {
+				rep, err := coupon.Reconcile(ctx, cfg, true)
+				if err != nil {
+					done <- report{err: err}
+					return
+				}
+				done <- report{missing: rep.Missing}
+			}
+			o := syncer.Options{Config: cfg, Store: store, Logger: quiet}
+			if inside {
+				calls := 0
+				o.Test = &plan.TestSignals{BeforeCommit: func(context.Context) error {
+					if calls++; calls == 3 {
+						go repair()
+						testutil.Eventually(t, time.Minute, "the repair waiting on the page's keys", func() bool {
+							return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'") == 1
+						})
+					}
+					return nil
+				}}
+			} else {
+				o.AfterCommit = func(page int64) error {
+					if page == 2 {
+						repair()
+					}
+					return nil
+				}
+			}
+			res, err := syncer.Run(ctx, o)
+			if err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			rep := <-done
+			if rep.err != nil {
+				t.Fatalf("repair: %v", rep.err)
+			}
+			checkExact(t, db, want)
+			pages := int64(2)
+			if inside {
+				pages = 3
+			}
+			// Inside page 3 the repair saw its keys as missing (not yet
+			// committed) but granted none of them.
+			if rep.missing != int64(len(want))-2*size || res.Written+int64(len(want))-pages*size != int64(len(want)) {
+				t.Fatalf("repair found %d missing, run made %d new grants; want %d and %d", rep.missing, res.Written, int64(len(want))-2*size, pages*size)
+			}
+			if s := campaignStatus(t, db); s != "done" {
+				t.Fatalf("campaign status %q; want done", s)
+			}
+		})
+	}
+}
+
+// TestAdvChangedKeyInChunks: one frozen key replaced by hand with a key
+// that was never a target. The chunks still hold as many targets, in
+// order and in well-formed chunks, so a run grants the new key, not the
+// replaced member, and reports success.
+func TestAdvChangedKeyInChunks(t *testing.T) {
+	t.Skip("BUG (limitation of the design, not fixed here): nothing records what the frozen keys were besides the chunks themselves (only their count, syncd_campaigns.targets), so a key changed by hand is granted in place of the member it replaced and the run succeeds; detecting it needs a fingerprint of the keys stored with the campaign row at the freeze (a new column)")
+	t.Parallel()
+	db, want, cfg, store := campaignSetup(t, 500)
+	freezeOnly(t, cfg, store)
+	db.Exec(t, "UPDATE "+advChunks+" SET key_1[1] = '99999999' WHERE first_pos = 500")
+	_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	if err == nil {
+		checkExact(t, db, want) // fails: want[500] has no grant, 99999999 has one
+		return
+	}
+	if !strings.Contains(err.Error(), advChunks) {
+		t.Fatalf("run after a frozen key was changed: %v; want an error naming %s", err, advChunks)
+	}
+}
