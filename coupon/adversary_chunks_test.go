@@ -51,27 +51,39 @@ func campaignStatus(t *testing.T, db *pgtest.DB) string {
 func TestAdvHandEditedChunksFailLoudly(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name  string
-		edit  string
-		rerun int  // grant_page_size of the run after the edit
-		none  bool // the run must fail before any grant
+		name   string
+		edit   string
+		rerun  int  // grant_page_size of the run after the edit
+		none   bool // the run must fail before any grant
+		midRun bool // edited after the run's first page, not before the run
 	}{
 		// Element 100 of the chunk at 500 removed: position 1000 has no
 		// key. Pages of 500 end on it, pages of 300 never do.
-		{"element removed, page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 500, true},
-		{"element removed, no page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 300, true},
-		{"element added, n kept", "UPDATE " + advChunks + " SET key_1 = key_1 || ARRAY['99999999'] WHERE first_pos = 500", 500, true},
-		{"n and targets lowered with an element removed", "UPDATE " + advChunks + " SET key_1 = key_1[2:], n = n - 1 WHERE first_pos = 500; UPDATE public.syncd_campaigns SET targets = targets - 1", 500, true},
-		{"chunk moved by one position", "UPDATE " + advChunks + " SET first_pos = first_pos + 1 WHERE first_pos = 500", 500, true},
-		{"a key copied over another chunk's", "UPDATE " + advChunks + " SET key_1[1] = (SELECT key_1[1] FROM " + advChunks + " WHERE first_pos = 0) WHERE first_pos = 500", 500, false},
+		{"element removed, page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 500, true, false},
+		{"element removed, no page ends on the hole", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 300, true, false},
+		{"element added, n kept", "UPDATE " + advChunks + " SET key_1 = key_1 || ARRAY['99999999'] WHERE first_pos = 500", 500, true, false},
+		{"n and targets lowered with an element removed", "UPDATE " + advChunks + " SET key_1 = key_1[2:], n = n - 1 WHERE first_pos = 500; UPDATE public.syncd_campaigns SET targets = targets - 1", 500, true, false},
+		{"chunk moved by one position", "UPDATE " + advChunks + " SET first_pos = first_pos + 1 WHERE first_pos = 500", 500, true, false},
+		{"a key copied over another chunk's", "UPDATE " + advChunks + " SET key_1[1] = (SELECT key_1[1] FROM " + advChunks + " WHERE first_pos = 0) WHERE first_pos = 500", 500, false, false},
+		{"element removed while the run grants", "UPDATE " + advChunks + " SET key_1 = key_1[1:99] || key_1[101:] WHERE first_pos = 500", 500, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db, _, cfg, store := campaignSetup(t, 500)
-			freezeOnly(t, cfg, store)
-			db.Exec(t, tc.edit)
-			_, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet})
+			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet}
+			if tc.midRun {
+				o.AfterCommit = func(page int64) error {
+					if page == 1 {
+						db.Exec(t, tc.edit)
+					}
+					return nil
+				}
+			} else {
+				freezeOnly(t, cfg, store)
+				db.Exec(t, tc.edit)
+			}
+			_, err := syncer.Run(ctx, o)
 			if err == nil || !strings.Contains(err.Error(), advChunks) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("run after the chunks were edited (%s): err %v; want a one-line error naming %s", tc.edit, err, advChunks)
 			}
