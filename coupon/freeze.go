@@ -441,34 +441,93 @@ func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
 // ensureChunks copies the targets of a campaign frozen by a syncd before
 // chunks (one row per target in the targets table) into chunks, once, in key
 // order, and checks that the chunks hold as many targets as the campaign
-// froze. The old rows are left in place.
+// froze, in chunks that follow each other and hold n keys each. The old
+// rows are left in place.
+//
+// The shape matters as much as the count: a page ends at a position and the
+// run resumes from the position of a key, so a chunk whose arrays are
+// shorter than its n leaves a position without a key (a target dropped
+// without a trace, or a page ending on nothing), and one that does not
+// start where the chunk before it ends makes positions that no page or two
+// pages read.
 func (g *Grants) ensureChunks(ctx context.Context, c Campaign) error {
-	var have int64
-	var legacy bool
-	err := g.conn.QueryRow(ctx, "SELECT coalesce(sum(n), 0)::bigint, to_regclass($2) IS NOT NULL FROM "+g.t.chunks+" WHERE campaign_id = $1",
-		g.campaign, g.t.targets).Scan(&have, &legacy)
+	have, legacy, bad, err := g.chunkShape(ctx)
 	if err != nil {
-		return fmt.Errorf("read the target chunks of campaign %s from %s: %w", g.campaign, g.t.chunksName, err)
+		return err
 	}
 	if have == 0 && c.Targets > 0 && legacy {
-		list := pgutil.IdentList("", g.keyNames())
-		aggs := make([]string, len(g.keys))
-		for i, k := range g.keyNames() {
-			aggs[i] = "array_agg(" + pgutil.Ident(k) + "::text ORDER BY syncd_pos)"
+		if err := g.copyLegacy(ctx); err != nil {
+			return err
 		}
-		q := "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, min(syncd_pos), count(*), " + strings.Join(aggs, ", ") +
-			" FROM (SELECT " + list + ", row_number() OVER (ORDER BY " + list + ") - 1 AS syncd_pos FROM " + g.t.targets + " WHERE campaign_id = $1) s" +
-			" GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize()) + " ON CONFLICT DO NOTHING"
-		if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
-			return fmt.Errorf("copy the targets of campaign %s from %s into %s: %w", g.campaign, g.t.targets, g.t.chunksName, err)
-		}
-		if err := g.conn.QueryRow(ctx, "SELECT coalesce(sum(n), 0)::bigint FROM "+g.t.chunks+" WHERE campaign_id = $1", g.campaign).Scan(&have); err != nil {
-			return fmt.Errorf("read the target chunks of campaign %s from %s: %w", g.campaign, g.t.chunksName, err)
+		if have, _, bad, err = g.chunkShape(ctx); err != nil {
+			return err
 		}
 	}
 	if have != c.Targets {
 		return fmt.Errorf("campaign %s froze %d targets but %s holds %d of them: the frozen targets were changed by hand; restore them (see docs/COUPONS.md) or start a new campaign with a new sink.campaign id",
 			g.campaign, c.Targets, g.t.chunksName, have)
+	}
+	if bad != nil {
+		return g.badChunk(ctx, *bad)
+	}
+	return nil
+}
+
+// chunkShape reads how many targets the campaign's chunks say they hold
+// (the sum of n), whether the table of targets before chunks exists, and
+// the first_pos of the first chunk that is not well formed (nil: none):
+// each key array one-dimensional, from index 1, with n elements, and each
+// chunk starting where the one before it ends (the first at 0). Each
+// array is read once (array_dims).
+func (g *Grants) chunkShape(ctx context.Context) (have int64, legacy bool, bad *int64, err error) {
+	ok := []string{"first_pos = lag(first_pos + n, 1, 0::bigint) OVER (ORDER BY first_pos)"}
+	for _, a := range g.keyArrays() {
+		ok = append(ok, "array_dims("+a+") IS NOT DISTINCT FROM CASE WHEN n > 0 THEN '[1:' || n || ']' END")
+	}
+	q := "SELECT coalesce(sum(n), 0)::bigint, to_regclass($2) IS NOT NULL, min(first_pos) FILTER (WHERE NOT ok)" +
+		" FROM (SELECT first_pos, n, " + strings.Join(ok, " AND ") + " AS ok FROM " + g.t.chunks + " WHERE campaign_id = $1) c"
+	if err := g.conn.QueryRow(ctx, q, g.campaign, g.t.targets).Scan(&have, &legacy, &bad); err != nil {
+		return 0, false, nil, fmt.Errorf("read the target chunks of campaign %s from %s: %w", g.campaign, g.t.chunksName, err)
+	}
+	return have, legacy, bad, nil
+}
+
+// badChunk is the error about the chunk at firstPos that chunkShape found
+// not well formed: what it says and what it holds.
+func (g *Grants) badChunk(ctx context.Context, firstPos int64) error {
+	dims := make([]string, len(g.keys))
+	for i, a := range g.keyArrays() {
+		dims[i] = "coalesce(array_dims(c." + a + "), '[]')"
+	}
+	var n int64
+	var prevEnd int64
+	var got []string
+	err := g.conn.QueryRow(ctx, "SELECT c.n, coalesce((SELECT p.first_pos + p.n FROM "+g.t.chunks+" p WHERE p.campaign_id = $1 AND p.first_pos < $2 ORDER BY p.first_pos DESC LIMIT 1), 0),"+
+		" ARRAY["+strings.Join(dims, ", ")+"] FROM "+g.t.chunks+" c WHERE c.campaign_id = $1 AND c.first_pos = $2", g.campaign, firstPos).Scan(&n, &prevEnd, &got)
+	if err != nil {
+		return fmt.Errorf("read the target chunk at first_pos %d of campaign %s from %s: %w", firstPos, g.campaign, g.t.chunksName, err)
+	}
+	what := fmt.Sprintf("starts at %d but the chunks before it end at %d", firstPos, prevEnd)
+	if prevEnd == firstPos {
+		what = fmt.Sprintf("says n = %d but its key arrays (%s) are %s, not [1:%d]", n, strings.Join(g.keyArrays(), ", "), strings.Join(got, ", "), n)
+	}
+	return fmt.Errorf("campaign %s: its target chunk at first_pos %d in %s %s: the frozen targets were changed by hand; restore them (see docs/COUPONS.md) or start a new campaign with a new sink.campaign id",
+		g.campaign, firstPos, g.t.chunksName, what)
+}
+
+// copyLegacy copies the targets of a campaign frozen before chunks into
+// chunks of chunkSize targets.
+func (g *Grants) copyLegacy(ctx context.Context) error {
+	list := pgutil.IdentList("", g.keyNames())
+	aggs := make([]string, len(g.keys))
+	for i, k := range g.keyNames() {
+		aggs[i] = "array_agg(" + pgutil.Ident(k) + "::text ORDER BY syncd_pos)"
+	}
+	q := "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, min(syncd_pos), count(*), " + strings.Join(aggs, ", ") +
+		" FROM (SELECT " + list + ", row_number() OVER (ORDER BY " + list + ") - 1 AS syncd_pos FROM " + g.t.targets + " WHERE campaign_id = $1) s" +
+		" GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize()) + " ON CONFLICT DO NOTHING"
+	if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
+		return fmt.Errorf("copy the targets of campaign %s from %s into %s: %w", g.campaign, g.t.targets, g.t.chunksName, err)
 	}
 	return nil
 }

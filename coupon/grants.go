@@ -307,6 +307,11 @@ func (g *Grants) ReadSpan(ctx context.Context, after []string, from int64, limit
 		}
 		p.Last = make([]string, len(g.keys))
 		for i := range g.keys {
+			if vals[i+1] == nil {
+				// A chunk lost a key after the run checked the chunks.
+				rr.Close()
+				return page.Page{}, fmt.Errorf("read targets of campaign %s from %s: no key at position %d (a chunk holds fewer keys than its n says): the frozen targets were changed by hand; restore them (see docs/COUPONS.md) or start a new campaign with a new sink.campaign id", g.campaign, g.t.chunksName, to)
+			}
 			p.Last[i] = string(vals[i+1])
 		}
 	}
