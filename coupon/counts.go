@@ -48,11 +48,13 @@ func (g *Grants) extraFrom() string {
 // join of the campaign's targets with its grants on the key reads each
 // table once (a hash or merge join, whatever the statistics say), where an
 // anti-join each way read each twice and, with the grants' statistics
-// stale after a run, probed the targets' index once per grant.
+// stale after a run, probed the targets' index once per grant. Granted is
+// the number of grant rows, counted apart: in the join a grant matched by
+// a key that the chunks hold twice would count twice (see complete).
 func (g *Grants) Count(ctx context.Context) (Counts, error) {
 	var c Counts
 	list := pgutil.IdentList("", g.keyNames())
-	q := "SELECT count(t.syncd_is_target), count(g.syncd_is_grant), count(*) FILTER (WHERE g.syncd_is_grant IS NULL), count(*) FILTER (WHERE t.syncd_is_target IS NULL)" +
+	q := "SELECT count(t.syncd_is_target), (SELECT count(*) FROM " + g.t.grants + " WHERE campaign_id = $1), count(*) FILTER (WHERE g.syncd_is_grant IS NULL), count(*) FILTER (WHERE t.syncd_is_target IS NULL)" +
 		" FROM (SELECT " + list + ", true AS syncd_is_target FROM " + g.targets() + " k) t" +
 		" FULL JOIN (SELECT " + list + ", true AS syncd_is_grant FROM " + g.t.grants + " WHERE campaign_id = $1) g ON " + g.match("t", "g")
 	if err := g.conn.QueryRow(ctx, q, g.campaign).Scan(&c.Targets, &c.Granted, &c.Missing, &c.Extra); err != nil {
@@ -84,10 +86,25 @@ func (g *Grants) keyList(ctx context.Context, from, alias string, limit int) ([]
 	return keys, nil
 }
 
+// complete reports whether the campaign is done: every target has a grant,
+// every grant is a target, and the targets are as many as the grants, which
+// with the first two means that no key is a target twice. The freeze
+// writes each key once; a key that the chunks hold twice was copied over
+// another by hand, and the member it replaced would go without a grant
+// while both ways of the comparison match.
+func complete(c Counts) bool { return c.Reconciled() && c.Targets == c.Granted }
+
+// duplicateTargets is the error of counts that are reconciled but not
+// complete.
+func (g *Grants) duplicateTargets(c Counts) error {
+	return fmt.Errorf("campaign %s: its %d targets in %s are only %d distinct keys (a key is a target more than once): the frozen targets were changed by hand, and the members whose keys were overwritten have no grant; restore them (see docs/COUPONS.md) or start a new campaign with a new sink.campaign id: %w",
+		g.campaign, c.Targets, g.t.chunksName, c.Granted, ErrNotReconciled)
+}
+
 // setOutcome stores the result of a reconcile in the campaign row.
 func (g *Grants) setOutcome(ctx context.Context, c Counts) error {
 	status := StatusDone
-	if !c.Reconciled() {
+	if !complete(c) {
 		status = StatusFailed
 	}
 	_, err := pgutil.ExecDurable(ctx, g.conn, "UPDATE "+g.t.campaigns+" SET status = $2, granted = $3, missing = $4, extra = $5, updated_at = now() WHERE campaign_id = $1",

@@ -64,6 +64,9 @@ func Reconcile(ctx context.Context, cfg *config.Config, repair bool) (*reconcile
 			return nil, err
 		}
 	}
+	if after.Reconciled() && !complete(after) {
+		return nil, g.duplicateTargets(after)
+	}
 	rep.DurationMS = time.Since(started).Milliseconds()
 	return rep, nil
 }

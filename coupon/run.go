@@ -126,6 +126,9 @@ func (r *campaignRun) After(ctx context.Context) (err error) {
 		return fmt.Errorf("campaign %s: %d of %d targets have no grant and %d grants are not targets: %w; run `syncd reconcile --source %s` to list them (--repair grants the missing ones)",
 			g.campaign, counts.Missing, counts.Targets, counts.Extra, ErrNotReconciled, r.c.Name)
 	}
+	if !complete(counts) {
+		return g.duplicateTargets(counts)
+	}
 	r.log.Info("campaign reconciled", "campaign", g.campaign, "targets", counts.Targets, "granted", counts.Granted, "new_grants", g.written)
 	return nil
 }
