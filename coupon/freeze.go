@@ -516,7 +516,11 @@ func (g *Grants) badChunk(ctx context.Context, firstPos int64) error {
 }
 
 // copyLegacy copies the targets of a campaign frozen before chunks into
-// chunks of chunkSize targets.
+// chunks of chunkSize targets, once: it holds the campaign row while it
+// looks for chunks and copies. Two runs at once both found no chunks, and
+// when their files gave them different chunk sizes (grant_page_size) the
+// second's chunks that did not collide with the first's by first_pos were
+// added to them, overlapping: every later run stopped on the count.
 func (g *Grants) copyLegacy(ctx context.Context) error {
 	list := pgutil.IdentList("", g.keyNames())
 	aggs := make([]string, len(g.keys))
@@ -525,8 +529,21 @@ func (g *Grants) copyLegacy(ctx context.Context) error {
 	}
 	q := "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, min(syncd_pos), count(*), " + strings.Join(aggs, ", ") +
 		" FROM (SELECT " + list + ", row_number() OVER (ORDER BY " + list + ") - 1 AS syncd_pos FROM " + g.t.targets + " WHERE campaign_id = $1) s" +
-		" GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize()) + " ON CONFLICT DO NOTHING"
-	if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
+		" GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize())
+	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT FROM "+g.t.campaigns+" WHERE campaign_id = $1 FOR UPDATE", g.campaign); err != nil {
+			return err
+		}
+		var copied bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+g.t.chunks+" WHERE campaign_id = $1)", g.campaign).Scan(&copied); err != nil || copied {
+			return err // another run copied them while this one waited
+		}
+		if _, err := tx.Exec(ctx, q, g.campaign); err != nil {
+			return err
+		}
+		return pgutil.Durable(ctx, tx)
+	})
+	if err != nil {
 		return fmt.Errorf("copy the targets of campaign %s from %s into %s: %w", g.campaign, g.t.targets, g.t.chunksName, err)
 	}
 	return nil
