@@ -101,6 +101,10 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		if errors.As(err, &pgErr) && pgErr.Code == "40001" && attempt < 5 {
 			continue // another run froze the campaign meanwhile: read its row
 		}
+		var left leftChunksError
+		if errors.As(err, &left) {
+			return Campaign{}, err // freezing again would fail the same way
+		}
 		if err != nil {
 			return Campaign{}, fmt.Errorf("freeze targets of campaign %s into %s: %w; nothing was frozen, the next run freezes again", g.campaign, g.t.chunksName, err)
 		}
@@ -197,6 +201,26 @@ func (g *Grants) chunkColumns() string {
 	return "campaign_id, first_pos, n, " + strings.Join(g.keyArrays(), ", ")
 }
 
+// leftChunksError says that the campaign being frozen already has chunks:
+// its row was deleted and its chunks were not.
+type leftChunksError struct{ msg string }
+
+func (e leftChunksError) Error() string { return e.msg }
+
+// checkNoChunks refuses to freeze a campaign that has chunks but no row
+// (the row was deleted by hand, its chunks not): the freeze's chunks would
+// collide with them on the primary key, run after run, and the error said
+// that the next run freezes again. tx holds the campaign's new row, so no
+// other freeze of it writes chunks meanwhile.
+func (g *Grants) checkNoChunks(ctx context.Context, tx pgx.Tx) error {
+	var n int64
+	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+g.t.chunks+" WHERE campaign_id = $1", g.campaign).Scan(&n); err != nil || n == 0 {
+		return err
+	}
+	return leftChunksError{fmt.Sprintf("campaign %s has no row in %s but %d target chunks in %s: its frozen state was deleted only in part; to freeze it again, delete its chunks too (DELETE FROM %s WHERE campaign_id = '%s'), or restore its row; nothing was frozen",
+		g.campaign, config.Table{Schema: g.t.grantsName.Schema, Name: CampaignsTable}, n, g.t.chunksName, g.t.chunks, strings.ReplaceAll(g.campaign, "'", "''"))}
+}
+
 func (g *Grants) insertCampaign(ctx context.Context, tx pgx.Tx, srcTable config.Table, asOf string) (bool, error) {
 	tag, err := tx.Exec(ctx, "INSERT INTO "+g.t.campaigns+
 		" (campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, targets, status)"+
@@ -224,6 +248,9 @@ func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, e
 	}
 	ok, err := g.insertCampaign(ctx, tx, srcTable, asOf)
 	if err != nil || !ok {
+		return false, err
+	}
+	if err := g.checkNoChunks(ctx, tx); err != nil {
 		return false, err
 	}
 	// The distinct keys in key order, read by a cursor of this
@@ -297,6 +324,9 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	ok, err := g.insertCampaign(ctx, tx, srcTable, asOf)
 	if err != nil || !ok {
+		return false, err
+	}
+	if err := g.checkNoChunks(ctx, tx); err != nil {
 		return false, err
 	}
 	list := pgutil.IdentList("", g.keyNames())
