@@ -727,3 +727,51 @@ func TestAdvChangedKeyInChunks(t *testing.T) {
 		t.Fatalf("run after a frozen key was changed: %v; want an error naming %s", err, advChunks)
 	}
 }
+
+// TestAdvProgressInTheSourcesCollation: text keys in an ICU collation
+// (the source column's) that the sink's default collation (C.UTF-8 here)
+// orders otherwise: k00001 ... k00150, then K00151 ... K00300, in the
+// source's order by number, in the sink's with every K before every k. A
+// run stopped after 20 pages of 10 must leave the progress cursor at its
+// 200th target, and the next run must read only the 10 pages left.
+func TestAdvProgressInTheSourcesCollation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	db.Exec(t, `CREATE TABLE public.handles (handle text COLLATE "en-x-icu" PRIMARY KEY, dormant boolean NOT NULL)`)
+	db.Exec(t, `INSERT INTO public.handles SELECT CASE WHEN i <= 150 THEN 'k' ELSE 'K' END || lpad(i::text, 5, '0'), true FROM generate_series(1, 300) i`)
+	yaml := fmt.Sprintf(`name: handles
+source:
+  dsn: %s
+  table: public.handles
+  cursor: [handle]
+  where: "dormant"
+sink:
+  type: coupon_grants
+  dsn: %s
+  table: public.handle_coupons
+  campaign: c1
+  grant_page_size: 10
+`, db.URL, db.URL)
+	cfg, store := parseConfig(t, yaml), openStore(t)
+	stop := make(chan struct{})
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+		if page == 20 {
+			close(stop)
+		}
+		return nil
+	}})
+	if !errors.Is(err, syncer.ErrStopped) || res.Written != 200 {
+		t.Fatalf("first run: %d new grants, err %v; want 200 and ErrStopped", res.Written, err)
+	}
+	if c := keyRows(t, db, "SELECT cursor[1] FROM public.syncd_campaigns"); c[0] != "K00200" {
+		t.Fatalf("progress cursor %q after 200 targets; want K00200", c[0])
+	}
+	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	if err != nil || res.Pages != 10 || res.Rows != 100 || res.Written != 100 {
+		t.Fatalf("resumed run: %d pages, %d targets read, %d new grants, err %v; want 10, 100, 100", res.Pages, res.Rows, res.Written, err)
+	}
+	if n := count(t, db, "SELECT count(DISTINCT handle) FROM public.handle_coupons WHERE campaign_id = 'c1'"); n != 300 {
+		t.Fatalf("%d members granted; want 300", n)
+	}
+}
