@@ -122,7 +122,13 @@ func (g *Grants) build() {
 		" ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
 
 	// The progress cursor never moves back: a second run at once that is
-	// behind leaves the stored cursor alone.
+	// behind leaves the stored cursor alone. When the stored cursor is the
+	// key the page starts after ($n+3), no other run moved it and the page
+	// ends after it in the frozen order. Only otherwise are the keys
+	// compared, in the sink's order of the key type, which for text is
+	// the grants table's collation and may differ from the source's, in
+	// which the targets were frozen: compared alone it kept the cursor of
+	// a single run behind, and every later run read those pages again.
 	stored := make([]string, n)
 	fresh := make([]string, n)
 	for i, k := range g.keys {
@@ -130,7 +136,7 @@ func (g *Grants) build() {
 		fresh[i] = g.cast(i+3, i)
 	}
 	g.progressSQL = "UPDATE " + g.t.campaigns + " SET cursor = $2::text[], pages = pages + 1, updated_at = now()" +
-		" WHERE campaign_id = $1 AND (cursor IS NULL OR " + keyTuple(stored) + " < " + keyTuple(fresh) + ")"
+		fmt.Sprintf(" WHERE campaign_id = $1 AND (cursor IS NULL OR cursor = $%d::text[] OR ", n+3) + keyTuple(stored) + " < " + keyTuple(fresh) + ")"
 
 	// A span is the targets at positions From+1 .. To of the campaign's
 	// frozen order. Where it ends: the position To (at most $2+$3, at most
@@ -245,6 +251,11 @@ func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (s
 	for _, v := range last {
 		progressArgs = append(progressArgs, v)
 	}
+	var after any // the key the page starts after, when it is a span
+	if p.Span != nil && p.Span.After != nil {
+		after = p.Span.After
+	}
+	progressArgs = append(progressArgs, after)
 	var res sink.Result
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
 		// One round trip. The state file follows this commit, and a run
