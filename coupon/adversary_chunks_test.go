@@ -573,57 +573,72 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 	}
 }
 
-// TestAdvTwoRunsAtOnceOnAResumedCampaign: a campaign stopped after 2
-// pages is resumed by two binaries at once whose files differ in source
-// name (so the run lock does not keep one out) and grant_page_size (300
-// and 1000, against the 1000-target chunks): both succeed, each target has
-// one grant, the new grants of the two add up to the targets left, and a
-// run after that grants 0 and reads no page. (Both first pages are held on
-// a grant of an open transaction until both wait there.)
-func TestAdvTwoRunsAtOnceOnAResumedCampaign(t *testing.T) {
+// TestAdvTwoRunsAtOnce: a fresh campaign, and one stopped after 2 pages,
+// run by two binaries at once whose files differ in source name (one
+// name's runs exclude each other: TestTwoRunsAtOnce's second binary is
+// skipped by the run lock) and in grant_page_size (300 and 1000, against
+// 1000-target chunks). Both first pages are held on a grant of one of
+// their targets by a transaction left open until both wait there, so that
+// they really grant at once. Both succeed, each target has one grant,
+// their new grants add up to the targets left, exactly one of them froze,
+// and a run after them grants 0 and reads no page.
+func TestAdvTwoRunsAtOnce(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	db, want, cfg, store := campaignSetup(t, 1000)
-	stop := make(chan struct{})
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 2 {
-			close(stop)
-		}
-		return nil
-	}}); !errors.Is(err, syncer.ErrStopped) {
-		t.Fatalf("first run: %v; want ErrStopped", err)
-	}
-	// Both runs' first page waits on a grant of one of its targets made by
-	// a transaction left open, so that they really grant at once.
-	blocker, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(ctx)
-	if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[2010]); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
-	b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")
-	a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
-		return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
-	})
-	if err := blocker.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	ra, rb := a.Wait(t, 2*time.Minute), b.Wait(t, 2*time.Minute)
-	if ra.Code != 0 || rb.Code != 0 {
-		t.Fatalf("two runs at once: exit %d and %d\n--- a:\n%s--- b:\n%s", ra.Code, rb.Code, a.Output, b.Output)
-	}
-	checkExact(t, db, want)
-	na, nb := newGrants(a.Output.String()), newGrants(b.Output.String())
-	if x, y := atoi(t, na), atoi(t, nb); x+y != int64(len(want)-2000) {
-		t.Fatalf("new grants %s + %s; want %d", na, nb, len(want)-2000)
-	}
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
-	if err != nil || res.Pages != 0 || res.Written != 0 {
-		t.Fatalf("run after both: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
+	for _, resumed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("resumed=%v", resumed), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, want, cfg, store := campaignSetup(t, 1000)
+			done := 0
+			if resumed {
+				stop := make(chan struct{})
+				if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+					if page == 2 {
+						close(stop)
+					}
+					return nil
+				}}); !errors.Is(err, syncer.ErrStopped) {
+					t.Fatalf("first run: %v; want ErrStopped", err)
+				}
+				done = 2000
+			} else {
+				db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
+  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id))`)
+			}
+			blocker, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer blocker.Rollback(ctx)
+			if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[done+10]); err != nil {
+				t.Fatal(err)
+			}
+			dir := t.TempDir()
+			a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
+			b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")
+			a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
+				return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
+			})
+			if err := blocker.Rollback(ctx); err != nil {
+				t.Fatal(err)
+			}
+			ra, rb := a.Wait(t, 2*time.Minute), b.Wait(t, 2*time.Minute)
+			if ra.Code != 0 || rb.Code != 0 {
+				t.Fatalf("two runs at once: exit %d and %d\n--- a:\n%s--- b:\n%s", ra.Code, rb.Code, a.Output, b.Output)
+			}
+			checkExact(t, db, want)
+			na, nb := newGrants(a.Output.String()), newGrants(b.Output.String())
+			if x, y := atoi(t, na), atoi(t, nb); x+y != int64(len(want)-done) {
+				t.Fatalf("new grants %s + %s; want %d", na, nb, len(want)-done)
+			}
+			if frozen := a.Output.Count("campaign frozen") + b.Output.Count("campaign frozen"); resumed && frozen != 0 || !resumed && frozen != 1 {
+				t.Fatalf("%d runs froze the campaign", frozen)
+			}
+			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			if err != nil || res.Pages != 0 || res.Written != 0 {
+				t.Fatalf("run after both: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
+			}
+		})
 	}
 }
 
