@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -789,4 +790,72 @@ sink:
 	if n := count(t, db, "SELECT count(DISTINCT handle) FROM public.handle_coupons WHERE campaign_id = 'c1'"); n != 300 {
 		t.Fatalf("%d members granted; want 300", n)
 	}
+}
+
+// TestAdvDocRecipesPassTheChunkChecks: the hand edits docs/COUPONS.md
+// recommends still work with the checks of the chunks' shape: accepting
+// an extra grant as a target (a chunk appended after the last one, its
+// size added to targets) and freezing by hand into one chunk of every
+// target (in a schema and table whose names need quoting).
+func TestAdvDocRecipesPassTheChunkChecks(t *testing.T) {
+	t.Parallel()
+	t.Run("accept an extra grant", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		db, want, cfg, store := campaignSetup(t, 1000)
+		if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+			t.Fatal(err)
+		}
+		active := ids(t, db, "SELECT member_id FROM public.members WHERE last_purchase_at > now() - interval '180 days' ORDER BY member_id LIMIT 2")
+		db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) SELECT $1, unnest($2::bigint[])", campaignID, active)
+		if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err == nil || !strings.Contains(err.Error(), "2 grants are not targets") {
+			t.Fatalf("run with 2 extra grants: %v; want them counted", err)
+		}
+		db.Exec(t, `BEGIN;
+INSERT INTO public.coupon_grants_target_chunks SELECT 'comeback-2026-10', c.targets, 2, ARRAY['`+fmt.Sprint(active[0])+`', '`+fmt.Sprint(active[1])+`'] FROM public.syncd_campaigns c WHERE c.campaign_id = 'comeback-2026-10';
+UPDATE public.syncd_campaigns SET targets = targets + 2 WHERE campaign_id = 'comeback-2026-10';
+COMMIT;`)
+		res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+		if err != nil || res.Written != 0 {
+			t.Fatalf("run after accepting them: %d new grants, err %v; want 0, nil", res.Written, err)
+		}
+		all := append(append([]int64(nil), want...), active...)
+		slices.Sort(all)
+		checkExact(t, db, all)
+	})
+	t.Run("freeze by hand", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		db := pgtest.NewDB(t)
+		want := newMembers(t, db)
+		db.Exec(t, `CREATE SCHEMA "Promo ""x"""`)
+		db.Exec(t, `CREATE TABLE "Promo ""x"""."Coupon Grants_target_chunks" (campaign_id text NOT NULL, first_pos bigint NOT NULL, n integer NOT NULL,
+  key_1 text[] NOT NULL CHECK (array_position(key_1, NULL) IS NULL), PRIMARY KEY (campaign_id, first_pos));
+CREATE TABLE "Promo ""x""".syncd_campaigns (campaign_id text PRIMARY KEY, source text NOT NULL, source_table text NOT NULL, grants_table text NOT NULL,
+  key_columns text[] NOT NULL, where_sql text NOT NULL, as_of timestamptz NOT NULL, frozen_at timestamptz NOT NULL DEFAULT now(),
+  targets bigint NOT NULL, cursor text[], pages bigint NOT NULL DEFAULT 0, status text NOT NULL,
+  granted bigint, missing bigint, extra bigint, updated_at timestamptz NOT NULL DEFAULT now())`)
+		db.Exec(t, `BEGIN;
+INSERT INTO "Promo ""x""".syncd_campaigns (campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, targets, status)
+VALUES ('comeback-2026-10', 'comeback', 'public.members', '"Promo ""x""".Coupon Grants', '{member_id}', '`+strings.ReplaceAll(dormantWhere, "'", "''")+`', now(), 0, 'granting');
+INSERT INTO "Promo ""x"""."Coupon Grants_target_chunks" (campaign_id, first_pos, n, key_1)
+SELECT 'comeback-2026-10', 0, count(*), array_agg(m.member_id::text ORDER BY m.member_id) FROM public.members m
+WHERE last_purchase_at < now() - interval '180 days' HAVING count(*) > 0;
+UPDATE "Promo ""x""".syncd_campaigns SET targets = (SELECT coalesce(sum(n), 0) FROM "Promo ""x"""."Coupon Grants_target_chunks" WHERE campaign_id = 'comeback-2026-10')
+WHERE campaign_id = 'comeback-2026-10';
+COMMIT;`)
+		yaml := strings.Replace(configYAML(db, db, 1000), "table: public.coupon_grants", `table: '"Promo ""x"""."Coupon Grants"'`, 1)
+		cfg := parseConfig(t, yaml)
+		if cfg.Sink.Ident.String() != `"Promo ""x""".Coupon Grants` { // syncd's spelling, in grants_table
+			t.Fatalf("sink.table parsed as %s", cfg.Sink.Ident)
+		}
+		res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+		if err != nil || res.Written != int64(len(want)) || res.Campaign == nil || res.Campaign.Frozen {
+			t.Fatalf("run of a campaign frozen by hand: %d new grants, err %v; want %d", res.Written, err, len(want))
+		}
+		got := ids(t, db, `SELECT member_id FROM "Promo ""x"""."Coupon Grants" WHERE campaign_id = $1 ORDER BY member_id`, campaignID)
+		if !slices.Equal(got, want) {
+			t.Fatalf("%d grants; want %d", len(got), len(want))
+		}
+	})
 }
