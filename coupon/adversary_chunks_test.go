@@ -795,8 +795,8 @@ sink:
 // TestAdvDocRecipesPassTheChunkChecks: the hand edits docs/COUPONS.md
 // recommends still work with the checks of the chunks' shape: accepting
 // an extra grant as a target (a chunk appended after the last one, its
-// size added to targets) and freezing by hand into one chunk of every
-// target (in a schema and table whose names need quoting).
+// size added to targets) and freezing by hand in chunks (of 1,000 here,
+// in a schema and table whose names need quoting).
 func TestAdvDocRecipesPassTheChunkChecks(t *testing.T) {
 	t.Parallel()
 	t.Run("accept an extra grant", func(t *testing.T) {
@@ -839,8 +839,10 @@ CREATE TABLE "Promo ""x""".syncd_campaigns (campaign_id text PRIMARY KEY, source
 INSERT INTO "Promo ""x""".syncd_campaigns (campaign_id, source, source_table, grants_table, key_columns, where_sql, as_of, targets, status)
 VALUES ('comeback-2026-10', 'comeback', 'public.members', '"Promo ""x""".Coupon Grants', '{member_id}', '`+strings.ReplaceAll(dormantWhere, "'", "''")+`', now(), 0, 'granting');
 INSERT INTO "Promo ""x"""."Coupon Grants_target_chunks" (campaign_id, first_pos, n, key_1)
-SELECT 'comeback-2026-10', 0, count(*), array_agg(m.member_id::text ORDER BY m.member_id) FROM public.members m
-WHERE last_purchase_at < now() - interval '180 days' HAVING count(*) > 0;
+SELECT 'comeback-2026-10', min(pos), count(*), array_agg(member_id::text ORDER BY pos)
+FROM (SELECT m.member_id, row_number() OVER (ORDER BY m.member_id) - 1 AS pos FROM public.members m
+      WHERE last_purchase_at < now() - interval '180 days') t
+GROUP BY pos / 1000;
 UPDATE "Promo ""x""".syncd_campaigns SET targets = (SELECT coalesce(sum(n), 0) FROM "Promo ""x"""."Coupon Grants_target_chunks" WHERE campaign_id = 'comeback-2026-10')
 WHERE campaign_id = 'comeback-2026-10';
 COMMIT;`)
