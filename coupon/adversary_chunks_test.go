@@ -861,3 +861,54 @@ COMMIT;`)
 		}
 	})
 }
+
+// TestAdvPagesReadOnlyTheirChunks: a page reads the chunks that hold it,
+// not every chunk before it. 20,000 targets in pages (and chunks) of 100:
+// the rows that the run reads from the chunks table (PostgreSQL's
+// counters for the table, once the run's sessions have ended) stay within
+// a few per page plus a few passes over all 200 chunks (the checks at the
+// start, the position of the progress cursor, the final count), where
+// reading every chunk before the page read about 200 x 200.
+func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	newMembers(t, db)
+	cfg := parseConfig(t, advYAML(db, db, "member_id <= 20000", 100))
+	stop := make(chan struct{})
+	// Stopped after page 2 so that the second run also finds its position.
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+		if page == 2 {
+			close(stop)
+		}
+		return nil
+	}}); !errors.Is(err, syncer.ErrStopped) {
+		t.Fatalf("first run: %v; want ErrStopped", err)
+	}
+	read := func() int64 {
+		testutil.Eventually(t, time.Minute, "the run's sessions to end", func() bool {
+			return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd'") == 0
+		})
+		var n int64
+		testutil.Eventually(t, time.Minute, "the counters of the chunks table", func() bool {
+			n = count(t, db, "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM (SELECT pg_stat_clear_snapshot()) x, pg_stat_user_tables WHERE relid = 'public.coupon_grants_target_chunks'::regclass")
+			return n > 0
+		})
+		return n
+	}
+	before := read()
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+	if err != nil || res.Pages != 198 {
+		t.Fatalf("second run: %d pages, err %v; want 198", res.Pages, err)
+	}
+	var after int64
+	testutil.Eventually(t, time.Minute, "the second run's reads in the counters", func() bool {
+		after = read()
+		return after > before+200 // at least its check of all 200 chunks
+	})
+	if got, bound := after-before, int64(10*198+5*200); got > bound {
+		t.Fatalf("the run read %d rows of the chunks table for 198 pages over 200 chunks; want at most %d", got, bound)
+	} else {
+		t.Logf("the run read %d rows of the chunks table for 198 pages over 200 chunks", got)
+	}
+}
