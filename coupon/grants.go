@@ -140,27 +140,35 @@ func (g *Grants) build() {
 
 	// A span is the targets at positions From+1 .. To of the campaign's
 	// frozen order. Where it ends: the position To (at most $2+$3, at most
-	// the last target) and the key there.
+	// the last target) and the key there. The chunks follow each other
+	// (ensureChunks checked it), so the last target is the end of the last
+	// chunk and To is in the last chunk that starts before it: each is one
+	// row read backwards by the primary key. (A max over the campaign's
+	// chunks and a join on first_pos < To read every chunk before To, and
+	// every page of a long campaign in small chunks read more of them.)
 	arrs := g.keyArrays()
 	at := make([]string, n)
 	for i, a := range arrs {
 		at[i] = "c." + a + "[e.to_pos - c.first_pos]"
 	}
 	g.spanSQL = "SELECT e.to_pos, " + strings.Join(at, ", ") +
-		" FROM (SELECT least($2::bigint + $3::bigint, max(first_pos + n)) AS to_pos FROM " + g.t.chunks + " WHERE campaign_id = $1) e" +
-		" JOIN " + g.t.chunks + " c ON c.campaign_id = $1 AND c.first_pos < e.to_pos AND e.to_pos <= c.first_pos + c.n"
+		" FROM (SELECT least($2::bigint + $3::bigint, (SELECT l.first_pos + l.n FROM " + g.t.chunks + " l WHERE l.campaign_id = $1 ORDER BY l.first_pos DESC LIMIT 1)) AS to_pos) e" +
+		" JOIN LATERAL (SELECT * FROM " + g.t.chunks + " c WHERE c.campaign_id = $1 AND c.first_pos < e.to_pos ORDER BY c.first_pos DESC LIMIT 1) c ON e.to_pos <= c.first_pos + c.n"
 
 	// A span's grants: one INSERT ... SELECT of the keys at positions $2+1
 	// .. $3 from the chunks that hold them, in the frozen order (two runs
 	// at once lock the keys in the same order). No key travels through
-	// syncd.
+	// syncd. The first of those chunks is the last that starts at or
+	// before $2: bounded on both sides, the chunks are a range of the
+	// primary key.
 	vals := make([]string, n)
 	for i, k := range g.keys {
 		vals[i] = "u." + arrs[i] + "::" + k.Type
 	}
 	ins := "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + strings.Join(vals, ", ") + ", now() FROM " + g.t.chunks +
 		" c, unnest(" + pgutil.IdentList("c.", arrs) + ") WITH ORDINALITY AS u(" + strings.Join(arrs, ", ") + ", syncd_ord)" +
-		" WHERE c.campaign_id = $1 AND c.first_pos < $3 AND c.first_pos + c.n > $2 AND c.first_pos + u.syncd_ord > $2 AND c.first_pos + u.syncd_ord <= $3" +
+		" WHERE c.campaign_id = $1 AND c.first_pos >= (SELECT coalesce(max(s.first_pos), 0) FROM " + g.t.chunks + " s WHERE s.campaign_id = $1 AND s.first_pos <= $2)" +
+		" AND c.first_pos < $3 AND c.first_pos + c.n > $2 AND c.first_pos + u.syncd_ord > $2 AND c.first_pos + u.syncd_ord <= $3" +
 		" ORDER BY c.first_pos, u.syncd_ord"
 	g.spanGrantSQL = [2]string{ins, ins + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"}
 
