@@ -912,3 +912,37 @@ func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
 		t.Logf("the run read %d rows of the chunks table for 198 pages over 200 chunks", got)
 	}
 }
+
+// TestAdvProgressCursorNotATarget: the campaign row's progress cursor set
+// by hand to a key that is not a target (say, to "rewind" the campaign).
+// The run stops, naming the chunks table, and what it says to do must
+// lead to a run that succeeds: `reconcile --repair` grants what is missing
+// but leaves the cursor where no run can find it, so every later run
+// failed the same way; a cursor reset to NULL makes the next run walk all
+// targets (the grants made are kept by ON CONFLICT).
+func TestAdvProgressCursorNotATarget(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, want, cfg, store := campaignSetup(t, 500)
+	stop := make(chan struct{})
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+		if page == 2 {
+			close(stop)
+		}
+		return nil
+	}}); !errors.Is(err, syncer.ErrStopped) {
+		t.Fatalf("first run: %v; want ErrStopped", err)
+	}
+	db.Exec(t, "UPDATE public.syncd_campaigns SET cursor = '{0}'")
+	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	const reset = `UPDATE "public"."syncd_campaigns" SET cursor = NULL WHERE campaign_id = 'comeback-2026-10'`
+	if err == nil || !strings.Contains(err.Error(), advChunks) || !strings.Contains(err.Error(), reset) {
+		t.Fatalf("run with a progress cursor that is not a target: %v; want an error naming %s and saying %q", err, advChunks, reset)
+	}
+	db.Exec(t, reset)
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	if err != nil || res.Written != int64(len(want)-1000) {
+		t.Fatalf("run after the reset: %d new grants, err %v; want %d", res.Written, err, len(want)-1000)
+	}
+	checkExact(t, db, want)
+}
