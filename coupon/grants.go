@@ -357,7 +357,12 @@ func (g *Grants) position(ctx context.Context, key []string) (int64, error) {
 	var pos int64
 	err := g.conn.QueryRow(ctx, g.positionSQL, args...).Scan(&pos)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("campaign %s: its progress cursor %v is not among its frozen targets in %s: the targets or the campaign row were changed by hand; restore them, or run `syncd reconcile --source %s --repair` to grant what is missing", g.campaign, key, g.t.chunksName, g.cfg.Name)
+		// Every run starts here, so the way on must move the cursor: a
+		// repair grants what is missing and leaves it where it is. From
+		// no cursor the next run walks all targets, and ON CONFLICT keeps
+		// the grants made.
+		return 0, fmt.Errorf("campaign %s: its progress cursor %v is not among its frozen targets in %s: the targets or the campaign row were changed by hand; restore them, or let the next run start from the first target (%s; the grants made are kept)",
+			g.campaign, key, g.t.chunksName, "UPDATE "+g.t.campaigns+" SET cursor = NULL WHERE campaign_id = '"+strings.ReplaceAll(g.campaign, "'", "''")+"'")
 	}
 	if err != nil {
 		return 0, fmt.Errorf("find the progress of campaign %s in %s: %w", g.campaign, g.t.chunksName, err)
