@@ -946,3 +946,25 @@ func TestAdvProgressCursorNotATarget(t *testing.T) {
 	}
 	checkExact(t, db, want)
 }
+
+// TestAdvDeferrableGrantsKey: an existing grants table whose primary key
+// is DEFERRABLE, which ON CONFLICT cannot use as its arbiter. It passed the
+// check of the grants table; the first page went in by a plain INSERT and
+// the first conflict (a grant made before the run: the broken batch that
+// docs/COUPONS.md tells how to finish) failed that run and every later one
+// with "ON CONFLICT does not support deferrable unique constraints". The
+// run must refuse the table before any grant, as a config error naming it.
+func TestAdvDeferrableGrantsKey(t *testing.T) {
+	t.Parallel()
+	db, want, cfg, store := campaignSetup(t, 1000)
+	db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
+  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id) DEFERRABLE INITIALLY IMMEDIATE)`)
+	db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[1500])
+	_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "public.coupon_grants") || !strings.Contains(err.Error(), "DEFERRABLE") {
+		t.Fatalf("run into a grants table with a deferrable key: %v; want a config error naming the table and DEFERRABLE", err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM public.coupon_grants"); n != 1 {
+		t.Fatalf("%d grants; want only the one made before", n)
+	}
+}
