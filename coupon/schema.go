@@ -2,6 +2,7 @@ package coupon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -171,6 +172,22 @@ SELECT EXISTS (
 	}
 	if !unique {
 		return g.cfg.Errorf("sink.table", "grants table %s has no primary key or unique index on (campaign_id, %s), which makes each grant unique; add one (after removing duplicates)", g.t.grantsName, strings.Join(g.keyNames(), ", "))
+	}
+	// ON CONFLICT, which a page falls back to once a key turns out granted
+	// already and which a repair uses, refuses a table with a DEFERRABLE
+	// key among its arbiters (even next to an immediate one on the same
+	// columns): such a table failed the run at its first conflict, and
+	// every run after it. A constraint cannot be made immediate in place.
+	var con, def string
+	err = g.conn.QueryRow(ctx, `
+SELECT conname::text, regexp_replace(pg_get_constraintdef(oid), ' DEFERRABLE( INITIALLY (DEFERRED|IMMEDIATE))?$', '')
+FROM pg_constraint WHERE conrelid = to_regclass($1) AND condeferrable AND contype IN ('p', 'u', 'x') ORDER BY conname LIMIT 1`, g.t.grants).Scan(&con, &def)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("read constraints of grants table %s: %w", g.t.grantsName, err)
+	}
+	if err == nil {
+		return g.cfg.Errorf("sink.table", "constraint %s of grants table %s is DEFERRABLE, which ON CONFLICT (how a member is kept from a second grant) cannot use; recreate it checked immediately: ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s %s",
+			con, g.t.grantsName, g.t.grants, pgutil.Ident(con), pgutil.Ident(con), def)
 	}
 	return nil
 }
