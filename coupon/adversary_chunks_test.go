@@ -980,3 +980,33 @@ func TestAdvDeferrableGrantsKey(t *testing.T) {
 	}
 	checkExact(t, db, want)
 }
+
+// TestAdvDSNSpellsASessionSettingInLowerCase: pgutil gives every session
+// DateStyle ISO and TimeZone UTC, so that keys and as_of keep their text
+// form from one session to another, by setting "DateStyle" and "TimeZone"
+// among the DSN's run-time parameters. A DSN that spells one of them
+// otherwise (datestyle=..., or PGTZ in the environment, which pgx turns
+// into "timezone") keeps its own entry next to it, both go to the server
+// in the startup packet in map order, and the last one wins: each session
+// gets one or the other at random. A source DSN with datestyle=SQL,DMY
+// then makes about half of the freezes fail ("date/time field value out
+// of range", the as_of 01/12/2026 ... read back as year-month-day).
+func TestAdvDSNSpellsASessionSettingInLowerCase(t *testing.T) {
+	t.Skip("BUG (internal/pgutil, not package coupon): connect sets pgutil's session settings under their canonical names only, so a DSN's datestyle=/timezone= (or PGTZ) with another spelling races them in the startup packet; pgutil should drop any run-time parameter that names one of its settings in another case before setting its own")
+	t.Parallel()
+	ctx := context.Background()
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	newMembers(t, src)
+	failed := 0
+	for i := range 8 {
+		yaml := strings.Replace(advYAML(src, dst, "member_id <= 100", 1000), "dsn: "+src.URL, "dsn: "+src.URL+"&datestyle=SQL,DMY", 1)
+		yaml = strings.Replace(yaml, "campaign: "+campaignID, fmt.Sprintf("campaign: c%d", i), 1)
+		if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml), Store: openStore(t), Logger: quiet}); err != nil {
+			failed++
+			t.Logf("campaign c%d: %v", i, err)
+		}
+	}
+	if failed > 0 {
+		t.Fatalf("%d of 8 campaigns failed with a source DSN that sets datestyle", failed)
+	}
+}
