@@ -263,13 +263,13 @@ func advYAML(src, dst *pgtest.DB, where string, size int) string {
 
 // TestAdvPageSizes: campaigns of 0 targets, of exactly one, of exactly
 // whole chunks (3 of 100, 2 of 10,000 in one default page), in pages of
-// one target, and a campaign whose grant_page_size changes from run to run
+// one target (the first three also frozen from another database), and a campaign whose grant_page_size changes from run to run
 // (1000, stopped after 2 pages; 300, stopped after 3; 7000 to the end; 1
 // after success): each target is granted once, each run grants exactly
 // what it read, and a run after success reads no page.
 func TestAdvPageSizes(t *testing.T) {
 	t.Parallel()
-	db := pgtest.NewDB(t)
+	db, other := pgtest.NewDB(t), pgtest.NewDB(t)
 	newMembers(t, db)
 	for _, tc := range []struct {
 		name    string
@@ -277,28 +277,36 @@ func TestAdvPageSizes(t *testing.T) {
 		size    int
 		targets int64
 		chunks  int64
+		across  bool // frozen from another database (COPY)
 	}{
-		{"no target", "member_id < 0", 1000, 0, 0},
-		{"one target", "member_id = 7", 1000, 1, 1},
-		{"3 whole chunks of 100", "member_id <= 300", 100, 300, 3},
-		{"2 whole chunks of 10000 in one page", "member_id <= 20000", 0, 20000, 2},
-		{"pages of 1", "member_id <= 250", 1, 250, 3},
+		{"no target", "member_id < 0", 1000, 0, 0, false},
+		{"no target across", "member_id < 0", 1000, 0, 0, true},
+		{"one target", "member_id = 7", 1000, 1, 1, false},
+		{"one target across", "member_id = 7", 1000, 1, 1, true},
+		{"3 whole chunks of 100", "member_id <= 300", 100, 300, 3, false},
+		{"3 whole chunks of 100 across", "member_id <= 300", 100, 300, 3, true},
+		{"2 whole chunks of 10000 in one page", "member_id <= 20000", 0, 20000, 2, false},
+		{"pages of 1", "member_id <= 250", 1, 250, 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			id := "c" + strings.ReplaceAll(tc.name, " ", "_")
-			cfg := parseConfig(t, strings.Replace(advYAML(db, db, tc.where, tc.size), "campaign: "+campaignID, "campaign: "+id, 1))
+			dst := db
+			if tc.across {
+				dst = other
+			}
+			cfg := parseConfig(t, strings.Replace(advYAML(db, dst, tc.where, tc.size), "campaign: "+campaignID, "campaign: "+id, 1))
 			store := openStore(t)
 			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Written != tc.targets || res.Rows != tc.targets {
 				t.Fatalf("run: %d targets read, %d new grants, err %v; want %d, %d, nil", res.Rows, res.Written, err, tc.targets, tc.targets)
 			}
 			want := keyRows(t, db, "SELECT member_id::text FROM public.members WHERE "+tc.where+" ORDER BY member_id::text")
-			got := keyRows(t, db, "SELECT member_id::text FROM public.coupon_grants WHERE campaign_id = '"+id+"' ORDER BY member_id::text")
+			got := keyRows(t, dst, "SELECT member_id::text FROM public.coupon_grants WHERE campaign_id = '"+id+"' ORDER BY member_id::text")
 			if strings.Join(got, ",") != strings.Join(want, ",") || int64(len(want)) != tc.targets {
 				t.Fatalf("%d grants; want the %d selected members (expected %d)", len(got), len(want), tc.targets)
 			}
-			if n := count(t, db, "SELECT count(*) FROM public.coupon_grants_target_chunks WHERE campaign_id = '"+id+"'"); n != tc.chunks {
+			if n := count(t, dst, "SELECT count(*) FROM public.coupon_grants_target_chunks WHERE campaign_id = '"+id+"'"); n != tc.chunks {
 				t.Fatalf("%d chunks; want %d", n, tc.chunks)
 			}
 			res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
