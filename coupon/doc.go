@@ -21,7 +21,9 @@
 //     progress cursor in the campaign row. The bbolt watermark follows the
 //     commit.
 //   - Done means reconciled: a run succeeds only when the granted keys equal
-//     the targets both ways; otherwise it fails with the counts.
+//     the targets both ways and no key is a target twice; otherwise it fails
+//     with the counts. Chunks that do not hold the frozen count, n keys each,
+//     one after the other, stop a run before its first page.
 //
 // A run is syncer's page loop over the campaign's plan (OpenPlan): the
 // freeze is its before hook, the frozen targets its page reader, Grants its
