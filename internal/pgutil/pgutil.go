@@ -41,6 +41,17 @@ func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)
 	if err != nil {
 		return nil, fmt.Errorf("%s dsn is not a valid connection string (%s): fix %s.dsn", role, Scrub(err.Error(), dsn), role)
 	}
+	// Parameter names are case-insensitive to the server: a DSN's
+	// "timezone" or "datestyle" (or PGTZ, which pgx passes as "timezone")
+	// would travel beside ours, and which one wins is not defined. Ours
+	// replace them.
+	for k := range cfg.RuntimeParams {
+		for name := range settings {
+			if k != name && strings.EqualFold(k, name) {
+				delete(cfg.RuntimeParams, k)
+			}
+		}
+	}
 	for k, v := range settings {
 		cfg.RuntimeParams[k] = v
 	}
