@@ -764,19 +764,7 @@ func TestAdvProgressInTheSourcesCollation(t *testing.T) {
 	db := pgtest.NewDB(t)
 	db.Exec(t, `CREATE TABLE public.handles (handle text COLLATE "en-x-icu" PRIMARY KEY, dormant boolean NOT NULL)`)
 	db.Exec(t, `INSERT INTO public.handles SELECT CASE WHEN i <= 150 THEN 'k' ELSE 'K' END || lpad(i::text, 5, '0'), true FROM generate_series(1, 300) i`)
-	yaml := fmt.Sprintf(`name: handles
-source:
-  dsn: %s
-  table: public.handles
-  cursor: [handle]
-  where: "dormant"
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.handle_coupons
-  campaign: c1
-  grant_page_size: 10
-`, db.URL, db.URL)
+	yaml := handlesYAML(db, db, 10)
 	cfg, store := parseConfig(t, yaml), openStore(t)
 	stop := make(chan struct{})
 	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {

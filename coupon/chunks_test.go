@@ -17,6 +17,24 @@ import (
 // spaces at the ends, the empty string, non-ASCII.
 var hostileKeys = []string{`a"b`, `back\slash`, `c,d`, `{e}`, "tab\there", "new\nline", "NULL", " pad ", "", "ümlaut ✓", `\N`, `"`, `\`}
 
+// handlesYAML is a campaign c1 over the dormant rows of public.handles
+// (text key handle) into public.handle_coupons of sink.
+func handlesYAML(src, sink *pgtest.DB, pageSize int) string {
+	return fmt.Sprintf(`name: handles
+source:
+  dsn: %s
+  table: public.handles
+  cursor: [handle]
+  where: "dormant"
+sink:
+  type: coupon_grants
+  dsn: %s
+  table: public.handle_coupons
+  campaign: c1
+  grant_page_size: %d
+`, src.URL, sink.URL, pageSize)
+}
+
 // values renders keys as SQL VALUES rows of escaped string literals.
 func values(keys []string) string {
 	rows := make([]string, len(keys))
@@ -45,19 +63,7 @@ func TestHostileTextKeysInChunks(t *testing.T) {
 			for i, k := range hostileKeys {
 				src.Exec(t, "INSERT INTO public.handles VALUES ($1, $2), ($3, false)", k, true, fmt.Sprintf("active %d", i))
 			}
-			yaml := fmt.Sprintf(`name: handles
-source:
-  dsn: %s
-  table: public.handles
-  cursor: [handle]
-  where: "dormant"
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.handle_coupons
-  campaign: c1
-  grant_page_size: 3
-`, src.URL, dst.URL)
+			yaml := handlesYAML(src, dst, 3)
 			cfg := parseConfig(t, yaml)
 			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
 			if err != nil {
