@@ -38,6 +38,11 @@ SELECT i,
 FROM generate_series(1, %d) i;
 ANALYZE public.members;`
 
+// grantsDDL is the grants table as a run creates it, for tests that must
+// reach it before the run does (a trigger, a transaction holding a key).
+const grantsDDL = `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
+  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id))`
+
 const dormantWhere = "last_purchase_at < :as_of - interval '180 days'"
 
 // newMembers creates and fills public.members and returns the members who

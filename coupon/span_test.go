@@ -2,6 +2,7 @@ package coupon_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,53 @@ func TestGrantPagesEndAtTheirLastTarget(t *testing.T) {
 	}
 }
 
+// TestGrantPagesDoNotOverlap: each target is inserted by one grant page
+// only, also when the pages do not line up with the chunks (the campaign
+// froze in chunks of 1,000 and its grant_page_size is now 300, as after a
+// change of the file, or with chunks frozen by hand as docs/COUPONS.md
+// shows). A BEFORE INSERT trigger on the grants table sees every row a
+// page's INSERT tries, also one that ON CONFLICT then skips; a rolled back
+// INSERT leaves no trace of its tries.
+//
+// A page that starts at the previous page's last target instead of after
+// it gives nobody a second coupon (the primary key stops it) and changes
+// no count, grant or watermark; but its plain INSERT fails on that target,
+// and the run applies this and every later page with ON CONFLICT DO
+// NOTHING, the slower statement. Only the tries show it.
+func TestGrantPagesDoNotOverlap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, want, cfg, store := campaignSetup(t, 1000)
+	db.Exec(t, grantsDDL+`;
+CREATE TABLE public.grant_tries (member_id bigint NOT NULL);
+CREATE FUNCTION public.note_grant_try() RETURNS trigger LANGUAGE plpgsql AS
+  $$BEGIN INSERT INTO public.grant_tries VALUES (NEW.member_id); RETURN NEW; END$$;
+CREATE TRIGGER note_grant_try BEFORE INSERT ON public.coupon_grants FOR EACH ROW EXECUTE FUNCTION public.note_grant_try();`)
+
+	stop := make(chan struct{})
+	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop,
+		AfterCommit: func(int64) error { close(stop); return nil }})
+	if !errors.Is(err, syncer.ErrStopped) {
+		t.Fatalf("first run (pages of 1000, stopped after one): err %v; want ErrStopped", err)
+	}
+	const size = 300
+	res, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, size)), Store: store, Logger: quiet})
+	if err != nil {
+		t.Fatalf("second run (pages of %d): %v", size, err)
+	}
+	checkExact(t, db, want)
+	rest := int64(len(want) - 1000)
+	if res.Pages != pagesFor(rest, size) || res.Rows != rest || res.Written != rest {
+		t.Fatalf("second run: %d pages, %d targets read, %d new grants; want %d, %d, %d", res.Pages, res.Rows, res.Written, pagesFor(rest, size), rest, rest)
+	}
+	if twice := ids(t, db, "SELECT member_id FROM public.grant_tries GROUP BY member_id HAVING count(*) > 1 ORDER BY member_id"); len(twice) > 0 {
+		t.Fatalf("%d targets were inserted by two grant pages (e.g. %v); want each by one page: a page starts after the last target of the page before it", len(twice), head(twice))
+	}
+	if n := count(t, db, "SELECT count(*) FROM public.grant_tries"); n != int64(len(want)) {
+		t.Fatalf("the grant pages tried %d inserts; want %d, one per target", n, len(want))
+	}
+}
+
 // TestGrantPagesDefaultToTheirOwnSize: with neither sink.grant_page_size
 // nor source.page_size in the file, a campaign's grant pages are
 // config.DefaultGrantPageSize targets, not a table page's 1,000: the 8,000
@@ -95,8 +143,7 @@ func TestKillInsideAGrantPage(t *testing.T) {
 
 	// The grants table as the run would create it, with one key of page 2
 	// inserted by a transaction that stays open.
-	db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
-  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id))`)
+	db.Exec(t, grantsDDL)
 	blocker, err := db.Pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
