@@ -1,6 +1,7 @@
 package coupon_test
 
 import (
+	"context"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 		{"other schema", "promo.coupon_grants"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
 			db := pgtest.NewDB(t)
 			want := newMembers(t, db)
 			db.Exec(t, "CREATE SCHEMA promo")
@@ -33,12 +35,27 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 			cfgPath := writeConfig(t, yaml)
 			statePath := filepath.Join(t.TempDir(), "state.db")
 
+			// The last target is held by an open transaction until the
+			// kill: the run cannot finish before the test sees a third
+			// of the grants (on an idle machine a run took 0.5 s).
+			db.Exec(t, grantsDDL)
+			blocker, err := db.Pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer blocker.Rollback(context.WithoutCancel(ctx))
+			if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[len(want)-1]); err != nil {
+				t.Fatal(err)
+			}
 			p := syncd(t, cfgPath, statePath)
 			p.Eventually(t, 30*time.Second, "a third of the grants", func() bool {
 				return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= int64(len(want))/3
 			})
 			if r := p.Kill(t); r.Signal != syscall.SIGKILL {
 				t.Fatalf("syncd was not killed mid-campaign: %s", r)
+			}
+			if err := blocker.Rollback(ctx); err != nil {
+				t.Fatal(err)
 			}
 			// The killed process's server session may still commit the page
 			// it was writing; count once it has gone.
