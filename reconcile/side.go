@@ -170,17 +170,24 @@ type row struct {
 
 // selectList is what every fetch reads from alias y.
 func (sd *side) selectList() string {
+	return strings.Join(sd.rowExprs(sd.cols), ", ")
+}
+
+// rowExprs are the expressions a row of alias y is read with: the
+// canonical text of each of cols, then its text output, then, for the
+// source, whether the row is synced, in scope and in source.where.
+func (sd *side) rowExprs(cols []column) []string {
 	var parts []string
-	for _, c := range sd.cols {
+	for _, c := range cols {
 		parts = append(parts, canon("y."+ident(c.Name), c.Base, c.Elem))
 	}
-	for _, c := range sd.cols {
+	for _, c := range cols {
 		parts = append(parts, "y."+ident(c.Name))
 	}
 	if sd.role == "source" {
 		parts = append(parts, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
 	}
-	return strings.Join(parts, ", ")
+	return parts
 }
 
 // fetchKeys reads the rows with the given keys (the text of each key

@@ -122,16 +122,7 @@ func (c *comparer) lineOrder(a, b *row) int {
 // key in a plain query ordered by the key.
 func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, join, flat bool, out chan<- row) error {
 	nk := len(sd.keys)
-	extra := []string{sd.hash(rowText("y.", sd.cols))}
-	for _, k := range sd.keys {
-		extra = append(extra, canon("y."+ident(k.Name), k.Base, k.Elem))
-	}
-	for _, k := range sd.keys {
-		extra = append(extra, "y."+ident(k.Name))
-	}
-	if sd.role == "source" {
-		extra = append(extra, "("+orTrue(sd.synced)+")::text", "("+orTrue(sd.scope)+")::text", "("+orTrue(sd.where)+")::text")
-	}
+	extra := append([]string{sd.hash(rowText("y.", sd.cols))}, sd.rowExprs(sd.keys)...)
 	lo, hi := bounds(segs)
 	var args []any
 	var oids []uint32
