@@ -139,17 +139,7 @@ func TestFirstLoadResumesAfterCrash(t *testing.T) {
 	e := newEnv(t)
 	itemsTable(t, e.src, 3000)
 	c := e.config(t, "public.items", 1000, "")
-	crash := errors.New("crash")
-	var n atomic.Int32
-	_, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
-		if n.Add(1) == 7 {
-			return crash
-		}
-		return nil
-	})})
-	if !errors.Is(err, crash) {
-		t.Fatalf("run: %v; want the injected crash", err)
-	}
+	crashAtChunk(t, e, c, 7)
 	st := e.state(t)
 	if st.FirstLoad == nil || st.Cursor != nil {
 		t.Fatalf("after the crash: first load %v, cursor %q; want the load's progress and no watermark", st.FirstLoad, st.Cursor)
@@ -222,6 +212,24 @@ func TestFirstLoadResumesAfterCrash(t *testing.T) {
 	}
 }
 
+// crashAtChunk runs a first load of c that fails (an injected crash) when
+// its k-th chunk starts, and fails the test unless the run reports that
+// crash.
+func crashAtChunk(t *testing.T, e *env, c *config.Config, k int32) {
+	t.Helper()
+	crash := errors.New("crash")
+	var n atomic.Int32
+	_, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
+		if n.Add(1) == k {
+			return crash
+		}
+		return nil
+	})})
+	if !errors.Is(err, crash) {
+		t.Fatalf("run: %v; want the injected crash at chunk %d", err, k)
+	}
+}
+
 // Writers change, add and delete-and-reinsert rows between the chunks of
 // the first load; the next run brings the copy level with the source.
 func TestFirstLoadWithWriters(t *testing.T) {
@@ -245,16 +253,7 @@ func TestFirstLoadStartsAgainWhenTheCopyWasEmptied(t *testing.T) {
 	e := newEnv(t)
 	itemsTable(t, e.src, 3000)
 	c := e.config(t, "public.items", 1000, "")
-	crash := errors.New("crash")
-	var n atomic.Int32
-	if _, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
-		if n.Add(1) == 5 {
-			return crash
-		}
-		return nil
-	})}); !errors.Is(err, crash) {
-		t.Fatalf("run: %v; want the injected crash", err)
-	}
+	crashAtChunk(t, e, c, 5)
 	if st := e.state(t); st.FirstLoad == nil {
 		t.Fatal("no first load in the state after the crash")
 	}
@@ -273,16 +272,7 @@ func TestResyncForgetsTheFirstLoad(t *testing.T) {
 	e := newEnv(t)
 	itemsTable(t, e.src, 3000)
 	c := e.config(t, "public.items", 1000, "")
-	crash := errors.New("crash")
-	var n atomic.Int32
-	if _, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
-		if n.Add(1) == 5 {
-			return crash
-		}
-		return nil
-	})}); !errors.Is(err, crash) {
-		t.Fatalf("run: %v; want the injected crash", err)
-	}
+	crashAtChunk(t, e, c, 5)
 	e.dst.Exec(t, "UPDATE copy SET name = 'damaged'")
 	if err := ops.Resync(e.store, c, time.Time{}); err != nil {
 		t.Fatal(err)
