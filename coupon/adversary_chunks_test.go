@@ -613,17 +613,9 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 				}
 				done = 2000
 			} else {
-				db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
-  granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id))`)
+				db.Exec(t, grantsDDL)
 			}
-			blocker, err := db.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer blocker.Rollback(ctx)
-			if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[done+10]); err != nil {
-				t.Fatal(err)
-			}
+			blocker := holdGrant(t, db, want[done+10])
 			dir := t.TempDir()
 			a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
 			b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")

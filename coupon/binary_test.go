@@ -64,14 +64,7 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 	threshold := int64(len(want)) * int64(10+rand.IntN(70)) / 100
 
 	db.Exec(t, grantsDDL)
-	blocker, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(context.WithoutCancel(ctx))
-	if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[len(want)-1]); err != nil {
-		t.Fatal(err)
-	}
+	blocker := holdGrant(t, db, want[len(want)-1])
 
 	p := syncd(t, cfgPath, statePath)
 	p.Eventually(t, 30*time.Second, fmt.Sprintf("%d grants", threshold), func() bool {

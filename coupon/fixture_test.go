@@ -187,3 +187,20 @@ func campaignSetup(t *testing.T, size int) (db *pgtest.DB, want []int64, cfg *co
 	want = newMembers(t, db)
 	return db, want, parseConfig(t, configYAML(db, db, size)), openStore(t)
 }
+
+// holdGrant inserts the grant of member in a transaction it leaves open,
+// so that a run inserting that grant waits on it; the caller rolls the
+// transaction back to let the run go on (the test's end does it too).
+func holdGrant(t *testing.T, db *pgtest.DB, member int64) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := db.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, member); err != nil {
+		t.Fatal(err)
+	}
+	return tx
+}

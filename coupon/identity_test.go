@@ -39,14 +39,7 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 			// kill: the run cannot finish before the test sees a third
 			// of the grants (on an idle machine a run took 0.5 s).
 			db.Exec(t, grantsDDL)
-			blocker, err := db.Pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer blocker.Rollback(context.WithoutCancel(ctx))
-			if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[len(want)-1]); err != nil {
-				t.Fatal(err)
-			}
+			blocker := holdGrant(t, db, want[len(want)-1])
 			p := syncd(t, cfgPath, statePath)
 			p.Eventually(t, 30*time.Second, "a third of the grants", func() bool {
 				return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= int64(len(want))/3

@@ -144,15 +144,8 @@ func TestKillInsideAGrantPage(t *testing.T) {
 	// The grants table as the run would create it, with one key of page 2
 	// inserted by a transaction that stays open.
 	db.Exec(t, grantsDDL)
-	blocker, err := db.Pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer blocker.Rollback(context.WithoutCancel(ctx))
 	held := want[size+size/2] // inside page 2
-	if _, err := blocker.Exec(ctx, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, held); err != nil {
-		t.Fatal(err)
-	}
+	blocker := holdGrant(t, db, held)
 
 	p := syncd(t, cfgPath, statePath)
 	var pid int
