@@ -32,6 +32,7 @@ type options struct {
 	plot      string
 	only      map[string]bool
 	lagFor    time.Duration
+	lagLog    string
 	keep      bool
 }
 
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&o.plot, "plot", "", "write the page-size plot to this PNG file")
 	flag.StringVar(&only, "only", "", "comma-separated rows to run: initial,incremental,reconcile,coupon,lag,idle,pages (default all)")
 	flag.DurationVar(&o.lagFor, "lag-for", 0, "how long the lag writer runs (default 20s, scaled down to 5s for small scales)")
+	flag.StringVar(&o.lagLog, "lag-log", "", "write the lag row's daemon log (JSON, debug level) and its commit/seen times to this file")
 	flag.BoolVar(&o.keep, "keep", false, "keep the databases (for debugging)")
 	flag.Parse()
 	for _, p := range strings.Split(pages, ",") {
