@@ -24,9 +24,9 @@ func TestGrantsConformance(t *testing.T) {
 		cfg := parseConfig(t, configYAML(db, db, 100))
 		return sinktest.Harness{
 			Columns: []page.Column{{Name: "member_id", Type: "bigint", NotNull: true}},
-			// Every grant commits durably, pages are text, and a
-			// campaign's run lock has its own connection.
-			Has: sinktest.Capabilities{},
+			// Every grant commits durably, pages are text, and the
+			// grants session holds the campaign's run lock.
+			Has: sinktest.Capabilities{LockHolder: true},
 			Open: func(t *testing.T) sink.Sink {
 				g, err := coupon.Open(context.Background(), cfg)
 				if err != nil {

@@ -39,7 +39,14 @@ type Grants struct {
 	conflicted bool
 }
 
-var _ sink.Sink = (*Grants)(nil)
+var (
+	_ sink.Sink       = (*Grants)(nil)
+	_ sink.LockHolder = (*Grants)(nil)
+)
+
+// Conn is the session every statement of the campaign runs on; it holds
+// the run lock (sink.LockHolder), so a run that loses it stops writing.
+func (g *Grants) Conn() *pgx.Conn { return g.conn }
 
 // Open connects to the sink database of c (a coupon_grants sink).
 func Open(ctx context.Context, c *config.Config) (*Grants, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/plan"
+	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -221,5 +222,41 @@ func TestGrantAheadOfTheRunIsKept(t *testing.T) {
 	}
 	if n := count(t, db, fmt.Sprintf("SELECT count(*) FROM public.coupon_grants WHERE campaign_id = '%s' AND member_id = %d AND granted_at = '2000-01-01 00:00:00+00'", campaignID, ahead)); n != 1 {
 		t.Fatalf("the grant made ahead of the run was rewritten (%d rows keep its granted_at; want 1)", n)
+	}
+}
+
+// The run lock lives on the session that writes the grants: inside a page,
+// the holder of the campaign's advisory lock is the backend with the page's
+// transaction open, so losing that session loses the lock with the page.
+func TestRunLockOnTheGrantsSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const size = 500
+	db, want, cfg, store := campaignSetup(t, size)
+	var holders, writers []int32
+	test := &plan.TestSignals{BeforeCommit: func(context.Context) error {
+		var h, w int32
+		err := db.Pool.QueryRow(ctx, `SELECT
+  (SELECT l.pid FROM pg_locks l, (SELECT hashtextextended($1, 0) AS k) k
+   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+     AND l.classid::bigint = (k.k >> 32) & 4294967295 AND l.objid::bigint = k.k & 4294967295),
+  (SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database() AND a.application_name = 'syncd'
+     AND a.state = 'idle in transaction' AND a.backend_xid IS NOT NULL LIMIT 1)`,
+			runlock.Key(syncer.LockTarget(cfg))).Scan(&h, &w)
+		holders, writers = append(holders, h), append(writers, w)
+		return err
+	}}
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: test}); err != nil {
+		t.Fatal(err)
+	}
+	checkExact(t, db, want)
+	if len(holders) == 0 {
+		t.Fatal("no page ran")
+	}
+	for i := range holders {
+		if holders[i] == 0 || holders[i] != writers[i] {
+			t.Fatalf("page %d: the run lock is held by backend %d, the grants are written by backend %d; want the same session", i+1, holders[i], writers[i])
+		}
 	}
 }

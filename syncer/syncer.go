@@ -251,18 +251,11 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 	return r.openTable(ctx, k)
 }
 
-// openPlan opens a run that reads its own pages (a campaign): the run lock
-// on its own connection first, then the plan, then its before hook.
+// openPlan opens a run that reads its own pages (a campaign): the plan
+// (which writes nothing until its hooks run), the run lock on the plan's
+// sink session when it is a sink.LockHolder (else on a connection of its
+// own), then the plan's before hook.
 func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
-	if err := r.acquire(ctx, nil); err != nil {
-		return err
-	}
-	// The state file records the identity (a campaign's binds from its
-	// first granted page on, see plan.Plan.Record), so that a sink.table
-	// moved to another schema is refused by the next run.
-	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
-		return err
-	}
 	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test})
 	if err != nil {
 		return err
@@ -271,6 +264,16 @@ func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
 	r.closers = append(r.closers, func(ctx context.Context) { _ = p.Sink.Close(ctx) })
 	if p.Close != nil {
 		r.closers = append(r.closers, p.Close)
+	}
+	// Released before the plan closes (closers run in reverse).
+	if err := r.acquire(ctx, sink.LockConn(p.Sink)); err != nil {
+		return err
+	}
+	// The state file records the identity (a campaign's binds from its
+	// first granted page on, see plan.Plan.Record), so that a sink.table
+	// moved to another schema is refused by the next run.
+	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
+		return err
 	}
 	r.wm = r.newMarks(nil, p.Record)
 	if r.hooks == nil {
