@@ -260,3 +260,39 @@ func TestRunLockOnTheGrantsSession(t *testing.T) {
 		}
 	}
 }
+
+// The freeze reads the targets' keys distinct: by ORDER BY alone when the
+// key is NOT NULL and unique in the source (the members' primary key), by
+// GROUP BY otherwise. A key column that may be NULL, made unique by a
+// UNIQUE constraint instead of a primary key, takes the GROUP BY way, and
+// both ways grant every target exactly once, at page sizes that split the
+// targets into several chunks.
+func TestFreezeWithAndWithoutANotNullUniqueKey(t *testing.T) {
+	t.Parallel()
+	for _, nullable := range []bool{false, true} {
+		t.Run(fmt.Sprintf("nullable=%v", nullable), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			db, want, cfg, store := campaignSetup(t, 700)
+			if nullable {
+				db.Exec(t, `ALTER TABLE public.members DROP CONSTRAINT members_pkey;
+ALTER TABLE public.members ALTER COLUMN member_id DROP NOT NULL;
+ALTER TABLE public.members ADD CONSTRAINT members_member_id_key UNIQUE (member_id)`)
+			}
+			if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+				t.Fatal(err)
+			}
+			checkExact(t, db, want)
+			var targets, chunks int64
+			if err := db.Pool.QueryRow(ctx, "SELECT targets FROM public.syncd_campaigns WHERE campaign_id = $1", campaignID).Scan(&targets); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM public.coupon_grants_target_chunks WHERE campaign_id = $1", campaignID).Scan(&chunks); err != nil {
+				t.Fatal(err)
+			}
+			if targets != int64(len(want)) || chunks < 2 {
+				t.Fatalf("frozen %d targets in %d chunks; want %d targets in several chunks", targets, chunks, len(want))
+			}
+		})
+	}
+}
