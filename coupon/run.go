@@ -1,10 +1,12 @@
 package coupon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -43,14 +45,25 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 	if log == nil {
 		log = slog.Default()
 	}
-	src, err := source.Open(ctx, c)
-	if err != nil {
-		return nil, err
-	}
+	// The two sessions are opened at once (each is a connection and a few
+	// catalog reads, about 10 ms of a campaign that is measured against
+	// one statement); a failure closes the other.
+	var (
+		src  *source.Reader
+		serr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { src, serr = source.Open(ctx, c) })
 	g, err := Open(ctx, c)
-	if err != nil {
-		src.Close(context.WithoutCancel(ctx))
-		return nil, err
+	wg.Wait()
+	if err != nil || serr != nil {
+		if src != nil {
+			src.Close(context.WithoutCancel(ctx))
+		}
+		if g != nil {
+			g.Close(ctx)
+		}
+		return nil, cmp.Or(serr, err)
 	}
 	g.test = o.Test
 	r := &campaignRun{c: c, log: log, src: src, g: g, stats: &Stats{Campaign: c.Sink.Campaign}}
