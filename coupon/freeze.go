@@ -196,8 +196,11 @@ func (g *Grants) selectKeys(srcTable config.Table, list, tail string, n int) (st
 // non-partial unique index of the source table (its primary key, say),
 // every row has its own key and ORDER BY is enough; otherwise GROUP BY
 // makes them distinct (a grouped index scan cost about a fifth more).
-// A key duplicated anyway (an index dropped after this check) is refused
-// by the campaign's final comparison, never granted twice.
+// A table with inheritance children is read with them, and its index does
+// not cover their rows: it keeps GROUP BY (a partitioned table's unique
+// index covers every partition). A key duplicated anyway (an index
+// dropped after this check) is refused by the campaign's final
+// comparison, never granted twice.
 func (g *Grants) distinctKeys(ctx context.Context, tx pgx.Tx, srcTable config.Table) (string, error) {
 	list := pgutil.IdentList("", g.keyNames())
 	var unique bool
@@ -207,6 +210,7 @@ WITH k AS (
   WHERE a.attrelid = to_regclass($1) AND a.attname = ANY($2::text[]) AND NOT a.attisdropped)
 SELECT (SELECT count(*) FROM k) = cardinality($2::text[])
   AND (SELECT bool_and(attnotnull) FROM k)
+  AND (SELECT c.relkind = 'p' OR NOT c.relhassubclass FROM pg_class c WHERE c.oid = to_regclass($1))
   AND EXISTS (
     SELECT 1 FROM pg_index i
     WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indisvalid

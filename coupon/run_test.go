@@ -262,22 +262,36 @@ func TestRunLockOnTheGrantsSession(t *testing.T) {
 }
 
 // The freeze reads the targets' keys distinct: by ORDER BY alone when the
-// key is NOT NULL and unique in the source (the members' primary key), by
-// GROUP BY otherwise. A key column that may be NULL, made unique by a
-// UNIQUE constraint instead of a primary key, takes the GROUP BY way, and
-// both ways grant every target exactly once, at page sizes that split the
-// targets into several chunks.
+// key is NOT NULL and unique in the source (the members' primary key, on a
+// plain or a partitioned table), by GROUP BY otherwise: a key column that may be NULL, made unique by a
+// UNIQUE constraint instead of a primary key, and a table with an
+// inheritance child (read with the parent, outside its primary key) that
+// holds a member the parent holds too. Every way grants every target
+// exactly once, at page sizes that split the targets into several chunks.
 func TestFreezeWithAndWithoutANotNullUniqueKey(t *testing.T) {
 	t.Parallel()
-	for _, nullable := range []bool{false, true} {
-		t.Run(fmt.Sprintf("nullable=%v", nullable), func(t *testing.T) {
+	for _, layout := range []string{"primary key", "partitioned", "nullable unique", "inheritance child"} {
+		t.Run(layout, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db, want, cfg, store := campaignSetup(t, 700)
-			if nullable {
+			switch layout {
+			case "nullable unique":
 				db.Exec(t, `ALTER TABLE public.members DROP CONSTRAINT members_pkey;
 ALTER TABLE public.members ALTER COLUMN member_id DROP NOT NULL;
 ALTER TABLE public.members ADD CONSTRAINT members_member_id_key UNIQUE (member_id)`)
+			case "partitioned":
+				db.Exec(t, fmt.Sprintf(`ALTER TABLE public.members RENAME TO members_plain;
+CREATE TABLE public.members (LIKE public.members_plain INCLUDING ALL) PARTITION BY RANGE (member_id);
+CREATE TABLE public.members_low PARTITION OF public.members FOR VALUES FROM (MINVALUE) TO (%d);
+CREATE TABLE public.members_high PARTITION OF public.members FOR VALUES FROM (%d) TO (MAXVALUE);
+INSERT INTO public.members SELECT * FROM public.members_plain;
+DROP TABLE public.members_plain`, members/2, members/2))
+			case "inheritance child":
+				db.Exec(t, fmt.Sprintf(`CREATE TABLE public.members_archive () INHERITS (public.members);
+INSERT INTO public.members_archive SELECT * FROM public.members WHERE member_id = %d;
+INSERT INTO public.members_archive VALUES (%d, now(), now() - interval '400 days')`, want[0], members+1))
+				want = append(want, members+1)
 			}
 			if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
 				t.Fatal(err)
