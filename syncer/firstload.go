@@ -289,7 +289,7 @@ func (l *loader) start(ctx context.Context, before string) error {
 // transaction and a sink connection.
 func (l *loader) open(ctx context.Context) (*loadConn, error) {
 	c := l.o.Config
-	s, err := pgutil.Connect(ctx, c.Source.DSN, "source")
+	s, err := pgutil.ConnectBulk(ctx, c.Source.DSN, "source")
 	if err != nil {
 		return nil, err
 	}

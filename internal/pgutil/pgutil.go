@@ -5,13 +5,16 @@
 package pgutil
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // AppName is the application_name of every syncd session, for people
@@ -33,6 +36,17 @@ var settings = map[string]string{
 // contain the DSN's password.
 func Connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
 	return connect(ctx, dsn, role, nil)
+}
+
+// ConnectBulk is Connect for a connection that reads a stream of rows (a
+// first load's COPY): the protocol reader takes up to 256 kB per read from
+// the socket instead of 8 kB, a fifth of the system calls of a 300 MB copy.
+func ConnectBulk(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
+	return connect(ctx, dsn, role, func(cfg *pgx.ConnConfig) {
+		cfg.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+			return pgproto3.NewFrontend(bufio.NewReaderSize(r, 256<<10), w)
+		}
+	})
 }
 
 // connect is Connect with a hook that adjusts the connection's settings.
