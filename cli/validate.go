@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -90,14 +91,28 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 // the copy's columns and key in the sink. With plan it also explains the
 // page query. Config problems come back as config errors (exit 2).
 func check(ctx context.Context, cfg *config.Config, plan bool, state string) (warnings []string, table *source.Table, err error) {
+	// A table copy's sink session is opened while the source's is: each
+	// is a connection and a few catalog reads. A source error comes first.
+	k, kerr := kind.Of(cfg)
+	var (
+		dst  *sink.Postgres
+		derr error
+		wg   sync.WaitGroup
+	)
+	if kerr == nil && k.OpenSink != nil {
+		wg.Go(func() { dst, derr = sink.OpenPostgres(ctx, cfg) })
+	}
 	src, err := source.Open(ctx, cfg)
+	wg.Wait()
+	if dst != nil {
+		defer dst.Close(context.WithoutCancel(ctx))
+	}
 	if err != nil {
 		return nil, nil, err
 	}
 	defer src.Close(context.WithoutCancel(ctx))
-	k, err := kind.Of(cfg)
-	if err != nil {
-		return nil, nil, err
+	if kerr != nil {
+		return nil, nil, kerr
 	}
 	if k.Check != nil {
 		// A campaign reads its frozen targets, not pages of the source:
@@ -138,11 +153,9 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 		}
 	}
 	if k.OpenSink != nil { // a table copy: the copy's columns, key and constraints
-		dst, err := sink.OpenPostgres(ctx, cfg)
-		if err != nil {
-			return nil, nil, err
+		if derr != nil {
+			return nil, nil, derr
 		}
-		defer dst.Close(context.WithoutCancel(ctx))
 		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
 		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
 		if err != nil {

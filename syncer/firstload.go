@@ -170,6 +170,9 @@ type loader struct {
 	tidOK  bool   // the server scans a ctid range (PostgreSQL 14 and later)
 	upsert bool   // resumed: rows of another snapshot may be in the copy already
 	began  time.Time
+	// sizeHint is the source's heap blocks read before the load's
+	// snapshot (0: not read): how many workers to open at once.
+	sizeHint int64
 
 	conns []loadConn
 	mu    sync.Mutex // the lock's connection, OnPage, res
@@ -185,13 +188,17 @@ type loadConn struct {
 // plain table and the copy holds no row.
 func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (bool, error) {
 	var kind string
-	if err := l.src.Conn().QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = $1::regclass",
-		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&kind); err != nil {
+	var blocks int64
+	if err := l.src.Conn().QueryRow(ctx, "SELECT relkind::text, pg_relation_size(oid) / current_setting('block_size')::int8 FROM pg_class WHERE oid = $1::regclass",
+		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&kind, &blocks); err != nil {
 		return false, fmt.Errorf("first load of %s: read the kind of the source table: %w", l.src.Table.Ident, err)
 	}
-	if kind != "r" || sinkConn == nil {
+	// A table too small for a first load is copied by pages without
+	// opening the load's sessions (start checks again in its snapshot).
+	if kind != "r" || sinkConn == nil || blocks < int64(l.opt.MinBlocks) {
 		return false, nil
 	}
+	l.sizeHint = blocks
 	var empty bool
 	if err := sinkConn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
 		return false, fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
@@ -206,14 +213,26 @@ func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (bool, error
 func (l *loader) start(ctx context.Context, before string) error {
 	c := l.o.Config
 	l.began = time.Now()
-	first, err := l.open(ctx)
-	if err != nil {
+	// The workers a load will use are opened at once (each a source and a
+	// sink connection, about 20 ms apiece); the first exports the
+	// snapshot the others import below.
+	want := 1
+	if l.fl != nil {
+		want = l.opt.Workers
+		if todo := notDone(l.fl); todo < want {
+			want = todo
+		}
+	} else if l.sizeHint > 0 {
+		want = min(l.opt.Workers, len(planChunks(l.sizeHint, l.opt.ChunkBlocks, true)))
+	}
+	if err := l.openMore(ctx, max(want, 1)); err != nil {
 		return err
 	}
+	first := &l.conns[0]
 	var snap string
 	var blocks int64
 	var version int
-	err = first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int",
+	err := first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int",
 		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&snap, &blocks, &version)
 	if err != nil {
 		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
@@ -265,17 +284,13 @@ func (l *loader) start(ctx context.Context, before string) error {
 	}); err != nil {
 		return err
 	}
-	todo := 0
-	for _, ch := range fl.Chunks {
-		if !ch.Done {
-			todo++
-		}
-	}
-	for len(l.conns) < min(l.opt.Workers, todo) {
-		w, err := l.open(ctx)
-		if err != nil {
+	todo := notDone(fl)
+	if more := min(l.opt.Workers, todo) - len(l.conns); more > 0 {
+		if err := l.openMore(ctx, more); err != nil {
 			return err
 		}
+	}
+	for _, w := range l.conns[1:] {
 		if _, err := w.src.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snap)); err != nil {
 			return fmt.Errorf("first load of %s: import the snapshot: %w", l.src.Table.Ident, err)
 		}
@@ -285,25 +300,53 @@ func (l *loader) start(ctx context.Context, before string) error {
 	return nil
 }
 
-// open adds a worker: a source connection in a read-only repeatable-read
-// transaction and a sink connection.
-func (l *loader) open(ctx context.Context) (*loadConn, error) {
+// notDone is how many chunks of fl are left.
+func notDone(fl *watermark.FirstLoad) int {
+	n := 0
+	for _, ch := range fl.Chunks {
+		if !ch.Done {
+			n++
+		}
+	}
+	return n
+}
+
+// openMore adds n workers, opened at once; on an error the ones opened
+// are kept in l.conns, so close closes them.
+func (l *loader) openMore(ctx context.Context, n int) error {
+	ws := make([]loadConn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range ws {
+		wg.Go(func() { ws[i], errs[i] = l.open(ctx) })
+	}
+	wg.Wait()
+	for _, w := range ws {
+		if w.src != nil {
+			l.conns = append(l.conns, w)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// open opens a worker: a source connection in a read-only repeatable-read
+// transaction (no snapshot taken yet) and a sink connection.
+func (l *loader) open(ctx context.Context) (loadConn, error) {
 	c := l.o.Config
 	s, err := pgutil.ConnectBulk(ctx, c.Source.DSN, "source")
 	if err != nil {
-		return nil, err
+		return loadConn{}, err
 	}
 	if _, err := s.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
 		s.Close(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table.Ident, err)
+		return loadConn{}, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table.Ident, err)
 	}
 	d, err := sink.Connect(ctx, c) // sink.lock_timeout and statement_timeout
 	if err != nil {
 		s.Close(context.WithoutCancel(ctx))
-		return nil, err
+		return loadConn{}, err
 	}
-	l.conns = append(l.conns, loadConn{src: s, dst: d})
-	return &l.conns[len(l.conns)-1], nil
+	return loadConn{src: s, dst: d}, nil
 }
 
 func (l *loader) close(ctx context.Context) {
