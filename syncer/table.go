@@ -51,15 +51,16 @@ func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, err
 	return p, behind && t.behindOf != nil, nil
 }
 
-// openTable opens the run of a table copy step by step: the source and its
-// bound, the sink and the run lock on the sink's connection, the copy
+// openTable opens the run of a table copy step by step: the source and the
+// sink at once, the bound, the run lock on the sink's connection, the copy
 // prepared for the source's columns, and the reader at the position the
 // state and the bound give. read is false when there is nothing to read.
 func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err error) {
-	// The sink's session is opened while the source's is opened and its
-	// bound read: each is a connection and a few catalog reads (about
-	// 20 ms of every run). Opening it writes nothing; a source error
-	// still comes first.
+	// The sink's session is opened while the source's is (each is a
+	// connection and a few catalog reads, about 20 ms of every run), and
+	// both are open, idle, before the bound is read: a session still
+	// starting would hold the bound back as if it were a writer. Opening
+	// the sink writes nothing; a source error still comes first.
 	var (
 		dst  sink.Sink
 		derr error
@@ -67,13 +68,10 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	)
 	wg.Go(func() { dst, derr = k.OpenSink(ctx, r.c) })
 	src, err := source.Open(ctx, r.c)
-	var bound source.Bound
-	var caughtUp time.Time
+	wg.Wait()
 	if err == nil {
 		r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
-		bound, caughtUp, err = r.bound(ctx, src)
 	}
-	wg.Wait()
 	if dst != nil {
 		r.dst = dst
 		// The run's own ctx, not the closers' uncancelled one: a forced
@@ -86,6 +84,10 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	}
 	if derr != nil {
 		return false, derr
+	}
+	bound, caughtUp, err := r.bound(ctx, src)
+	if err != nil {
+		return false, err
 	}
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
 		return false, err
