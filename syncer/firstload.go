@@ -110,14 +110,21 @@ func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink
 		names[i] = col.Name
 	}
 	l.cols = pgutil.IdentList("", names)
+	// The workers start opens at once: one per chunk left, at most
+	// first_load.workers (a new load's chunks planned from the heap size
+	// read before its snapshot).
+	var left int
 	if l.fl == nil {
-		ok, err := l.qualifies(ctx, sink.LockConn(dst))
+		blocks, ok, err := l.qualifies(ctx, sink.LockConn(dst))
 		if err != nil || !ok {
 			return pos, err
 		}
+		left = len(planChunks(blocks, l.opt.ChunkBlocks, true))
+	} else {
+		left = notDone(l.fl)
 	}
 	defer l.close(context.WithoutCancel(ctx))
-	if err := l.start(ctx, pos.Before); err != nil {
+	if err := l.start(ctx, pos.Before, min(l.opt.Workers, left)); err != nil {
 		return pos, err
 	}
 	if l.fl == nil { // a small table after all
@@ -170,9 +177,6 @@ type loader struct {
 	tidOK  bool   // the server scans a ctid range (PostgreSQL 14 and later)
 	upsert bool   // resumed: rows of another snapshot may be in the copy already
 	began  time.Time
-	// sizeHint is the source's heap blocks read before the load's
-	// snapshot (0: not read): how many workers to open at once.
-	sizeHint int64
 
 	conns []loadConn
 	mu    sync.Mutex // the lock's connection, OnPage, res
@@ -185,47 +189,37 @@ type loadConn struct {
 }
 
 // qualifies reports whether a new first load may start: the source is a
-// plain table and the copy holds no row.
-func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (bool, error) {
+// plain table of at least min_table_size and the copy holds no row. It
+// also returns the source's heap size in blocks.
+func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (blocks int64, ok bool, err error) {
 	var kind string
-	var blocks int64
 	if err := l.src.Conn().QueryRow(ctx, "SELECT relkind::text, pg_relation_size(oid) / current_setting('block_size')::int8 FROM pg_class WHERE oid = $1::regclass",
 		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&kind, &blocks); err != nil {
-		return false, fmt.Errorf("first load of %s: read the kind of the source table: %w", l.src.Table.Ident, err)
+		return 0, false, fmt.Errorf("first load of %s: read the kind of the source table: %w", l.src.Table.Ident, err)
 	}
 	// A table too small for a first load is copied by pages without
 	// opening the load's sessions (start checks again in its snapshot).
 	if kind != "r" || sinkConn == nil || blocks < int64(l.opt.MinBlocks) {
-		return false, nil
+		return blocks, false, nil
 	}
-	l.sizeHint = blocks
 	var empty bool
 	if err := sinkConn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+l.target+")").Scan(&empty); err != nil {
-		return false, fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
+		return 0, false, fmt.Errorf("first load: check whether the copy %s is empty: %w", l.target, err)
 	}
-	return empty, nil
+	return blocks, empty, nil
 }
 
-// start opens the workers' connections, exports the snapshot from the
-// first and imports it in the others, and plans the chunks (a new load) or
-// takes the ones left (a resumed load). It leaves l.fl nil when the table
-// is too small for a first load.
-func (l *loader) start(ctx context.Context, before string) error {
+// start opens the connections of workers workers (more if its plan needs
+// them), exports the snapshot from the first and imports it in the others,
+// and plans the chunks (a new load) or takes the ones left (a resumed
+// load). It leaves l.fl nil when the table is too small for a first load.
+func (l *loader) start(ctx context.Context, before string, workers int) error {
 	c := l.o.Config
 	l.began = time.Now()
-	// The workers a load will use are opened at once (each a source and a
-	// sink connection, about 20 ms apiece); the first exports the
-	// snapshot the others import below.
-	want := 1
-	if l.fl != nil {
-		want = l.opt.Workers
-		if todo := notDone(l.fl); todo < want {
-			want = todo
-		}
-	} else if l.sizeHint > 0 {
-		want = min(l.opt.Workers, len(planChunks(l.sizeHint, l.opt.ChunkBlocks, true)))
-	}
-	if err := l.openMore(ctx, max(want, 1)); err != nil {
+	// The workers are opened at once (each a source and a sink
+	// connection, about 20 ms apiece); the first exports the snapshot the
+	// others import below.
+	if err := l.openMore(ctx, max(workers, 1)); err != nil {
 		return err
 	}
 	first := &l.conns[0]
