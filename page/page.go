@@ -19,6 +19,11 @@ type Page struct {
 	Rows [][][]byte
 	// Last is the cursor of the last row, one text value per cursor column.
 	Last []string
+	// Mark, when set, is the watermark the page moves the copy to (Last,
+	// unless the page re-reads rows behind the watermark): a sink that
+	// keeps its own record of its position writes it in the page's
+	// transaction.
+	Mark []string
 	// Binary, when set, says that every value of Rows is in PostgreSQL's
 	// binary send format instead of text. The source reads binary only when
 	// the sink asked for it (sink.BinaryWriter) and every column's type is

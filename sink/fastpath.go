@@ -157,7 +157,7 @@ func (s *Postgres) applyFast(ctx context.Context, p page.Page) (res Result, ok b
 			if p.Binary {
 				q = fp.copyBinSQL
 			}
-			encodeRoundTrip(&s.buf, s.begin()+q+s.commit(), p)
+			encodeRoundTrip(&s.buf, s.begin()+q+s.markStatement(p)+s.commit(), p)
 			r, err := s.roundTrip(ctx, s.buf.Bytes())
 			var pgErr *pgconn.PgError
 			switch {

@@ -149,6 +149,15 @@ func (s *Postgres) begin() string {
 	return "BEGIN; "
 }
 
+// markStatement is "; " and the statement that moves the copy's record
+// to p's mark, or "" (see markSQL).
+func (s *Postgres) markStatement(p page.Page) string {
+	if q := s.markSQL(p); q != "" {
+		return "; " + q
+	}
+	return ""
+}
+
 // commit ends a page's transaction and reads the WAL positions. A page
 // that is not asynchronous gets its watermark as soon as it returns, so
 // its commit is made durable right before COMMIT, whatever
@@ -179,7 +188,7 @@ func (s *Postgres) upsertRoundTrip(ctx context.Context, p page.Page) (Result, er
 	if !s.stageReady {
 		sql.WriteString(s.stageSQL() + "; ")
 	}
-	sql.WriteString(s.stageCopySQL(p) + "; " + s.upsertSQL + s.commit())
+	sql.WriteString(s.stageCopySQL(p) + "; " + s.upsertSQL + s.markStatement(p) + s.commit())
 	encodeRoundTrip(&s.buf, sql.String(), p)
 	r, err := s.roundTrip(ctx, s.buf.Bytes())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
@@ -35,6 +36,22 @@ type Postgres struct {
 	// unfinished is set when a page failed or was cancelled, or the run
 	// said it did not catch up (Unfinished): Close skips the ANALYZE.
 	unfinished bool
+	// record is the copy's name in the syncd catalog once Record was
+	// called: each page with a Mark moves it in its own transaction.
+	record string
+}
+
+// Record makes every page with a Mark move the copy's record in the syncd
+// catalog (package catalog) in the page's own transaction (Recorder).
+func (s *Postgres) Record(copy string) { s.record = copy }
+
+// markSQL is the statement that moves the copy's record to p's mark, ""
+// when p has none or the copy is not recorded.
+func (s *Postgres) markSQL(p page.Page) string {
+	if s.record == "" || p.Mark == nil {
+		return ""
+	}
+	return catalog.MarkSQL(s.record, p.Mark, len(p.Rows))
 }
 
 // SourceSchemaUser is a sink that creates the source's types and compares
@@ -410,6 +427,11 @@ func (s *Postgres) apply(ctx context.Context, p page.Page) (Result, error) {
 			return fmt.Errorf("upsert page: %w", err)
 		}
 		res.Written = tag.RowsAffected()
+		if q := s.markSQL(p); q != "" {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("record the page in the syncd catalog: %w", err)
+			}
+		}
 		return s.durableCommit(ctx, tx)
 	})
 	if err != nil {

@@ -77,3 +77,13 @@ func LockConn(s Sink) *pgx.Conn {
 	}
 	return nil
 }
+
+// Recorder is implemented by a sink that keeps, in its own database, the
+// record of how far its copy is (package catalog): after Record, every
+// page with a Mark moves that record in the page's own transaction, so the
+// record and the copy can never disagree, whatever crashes.
+type Recorder interface {
+	Record(copy string)
+}
+
+var _ Recorder = (*Postgres)(nil)

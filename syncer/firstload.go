@@ -140,6 +140,11 @@ func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink
 	for _, ch := range fl.Chunks {
 		rows += ch.Rows
 	}
+	// The sink's record first: a crash between the two leaves the state
+	// file behind it, and the next run resumes from the sink's record.
+	if err := recordLoaded(ctx, dst, c, fl.Cursor, rows); err != nil {
+		return pos, err
+	}
 	err = o.Store.Update(c.Name, func(st *watermark.State) error {
 		st.Cursor, st.From, st.FirstLoad = fl.Cursor, "", nil
 		return nil

@@ -346,6 +346,9 @@ func (r *runner) loop(ctx context.Context) error {
 		if err := r.lock.Check(ctx); err != nil {
 			return err
 		}
+		if r.table != nil && !behind {
+			p.Mark = p.Last // the copy's record in the sink moves with the page
+		}
 		// A graceful stop (o.Stop) lets the page in flight commit; a forced
 		// one (ctx) cancels it on the server, and it rolls back.
 		ar, err := r.dst.Apply(ctx, p)

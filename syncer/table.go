@@ -92,6 +92,12 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
 		return false, err
 	}
+	// The sink's catalog names the copy's one writer and where it is;
+	// the state file follows it (catalog.go).
+	rec, err := r.claim(ctx, src, dst)
+	if err != nil {
+		return false, err
+	}
 	if err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path()); err != nil {
 		return false, err
 	}
@@ -99,6 +105,9 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		return false, err
 	}
 	if err := r.prepare(ctx, src); err != nil {
+		return false, err
+	}
+	if err := r.rewritten(ctx, src, rec, r.repairFunc(k)); err != nil {
 		return false, err
 	}
 	return r.position(ctx, src, bound, caughtUp)

@@ -1,0 +1,326 @@
+// Package catalog owns syncd's own record, kept in the sink database, of
+// what each copy is: which source writes it (the source's name, and where
+// its table lives: the source cluster's system identifier, the database,
+// the table's OID and heap files, its columns by attnum) and the cursor of
+// the last page applied, written in that page's own transaction.
+//
+// The state file (package watermark) stays where a process keeps its
+// watermark; the catalog is what the copy itself knows, readable by every
+// process that reaches the sink. A run uses it to refuse a second writer
+// of a copy, to notice a source table that was re-created or rewritten
+// under its copy, and to resume from the sink's own point when the state
+// file is lost, older than the sink, or ahead of a sink restored from a
+// backup (docs/WATERMARK.md, "The sink's record").
+//
+// The catalog lives in the schema syncd, created on first use and
+// upgraded in place under an advisory lock, so several processes may
+// start on one sink at once.
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// Schema is the sink schema that holds the catalog.
+const Schema = "syncd"
+
+// Version is the catalog format this build writes. A catalog of a newer
+// version is refused, never rewritten.
+const Version = 1
+
+// ErrNewer is wrapped by Ensure's error when the catalog was written by a
+// newer syncd.
+var ErrNewer = errors.New("the sink's syncd catalog was written by a newer syncd")
+
+// Source is where a copy's rows come from, as the source database tells
+// it.
+type Source struct {
+	// System is the source cluster's system identifier ("" when the source
+	// role may not read it); Database the source database's name.
+	System   string `json:"system,omitempty"`
+	Database string `json:"database"`
+	// Table is the source table, schema-qualified; OID its pg_class oid.
+	Table string `json:"table"`
+	OID   uint32 `json:"oid"`
+	// Heap lists "oid:relfilenode" of the table and of every partition or
+	// inheritance child read through it, sorted: a TRUNCATE, VACUUM FULL,
+	// CLUSTER, pg_repack or rewriting ALTER TABLE gives a table a new
+	// relfilenode, and an attached or detached partition changes the list.
+	Heap string `json:"heap"`
+	// Columns are the table's live columns by attnum.
+	Columns []Column `json:"columns,omitempty"`
+}
+
+// Column is one source column: its attnum, which a rename keeps, its name
+// and its type.
+type Column struct {
+	Num  int16  `json:"num"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// Same reports whether a and b name the same source table: the same
+// cluster (when both know its identifier), database and table name.
+func (a Source) Same(b Source) bool {
+	return (a.System == "" || b.System == "" || a.System == b.System) && a.Database == b.Database && a.Table == b.Table
+}
+
+// String names the source table: "db.schema.table (cluster 123...)".
+func (a Source) String() string {
+	s := fmt.Sprintf("table %s in database %s", a.Table, a.Database)
+	if a.System != "" {
+		s += " of cluster " + a.System
+	}
+	return s
+}
+
+// Record is what the catalog holds about one copy.
+type Record struct {
+	// Copy is the sink table, schema-qualified as config.Table prints it.
+	Copy string
+	// SourceName is the name of the source that writes the copy.
+	SourceName string
+	Source     Source
+	// Cursor is the cursor of the last page applied to the copy (nil: no
+	// page applied since the copy was registered, or since a resync).
+	Cursor []string
+	// Pages and Rows count the pages and rows applied with a cursor.
+	Pages, Rows int64
+	// Writer is the host and process that last claimed the copy, and
+	// StateFile the state file it uses.
+	Writer, StateFile string
+	// ResyncedAt is the resync of the source's state file that the record
+	// last followed (zero: none).
+	ResyncedAt   time.Time
+	RegisteredAt time.Time
+	UpdatedAt    time.Time
+}
+
+const ddl = `
+CREATE SCHEMA IF NOT EXISTS syncd;
+CREATE TABLE IF NOT EXISTS syncd.catalog_version (
+  one boolean PRIMARY KEY DEFAULT true CHECK (one),
+  version integer NOT NULL
+);
+CREATE TABLE IF NOT EXISTS syncd.copies (
+  copy_table      text PRIMARY KEY,
+  source_name     text NOT NULL,
+  source          jsonb NOT NULL,
+  cursor          text[],
+  pages           bigint NOT NULL DEFAULT 0,
+  rows            bigint NOT NULL DEFAULT 0,
+  writer          text NOT NULL DEFAULT '',
+  state_file      text NOT NULL DEFAULT '',
+  resynced_at     timestamptz,
+  registered_at   timestamptz NOT NULL DEFAULT now(),
+  updated_at      timestamptz NOT NULL DEFAULT now()
+);
+COMMENT ON SCHEMA syncd IS 'syncd''s catalog: which source writes each copy, and up to where (created by syncd; see docs/WATERMARK.md)';
+INSERT INTO syncd.catalog_version (version) VALUES (1) ON CONFLICT (one) DO NOTHING`
+
+// Ensure creates the catalog in conn's database when it is missing, and
+// upgrades an older one in place. It costs one query when the catalog is
+// there. Creating it takes an advisory transaction lock, so that processes
+// starting at once do not race; it needs CREATE on the database (or an
+// existing schema syncd the role may create tables in).
+func Ensure(ctx context.Context, conn *pgx.Conn) error {
+	v, err := version(ctx, conn)
+	if err == nil && v == Version {
+		return nil
+	}
+	if err == nil && v > Version {
+		return fmt.Errorf("%w (format %d; this build knows %d): upgrade syncd", ErrNewer, v, Version)
+	}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('syncd catalog', 0))"); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, ddl); err != nil {
+			return err
+		}
+		return pgutil.Durable(ctx, tx)
+	})
+	if err != nil {
+		return createError(ctx, conn, err)
+	}
+	return nil
+}
+
+// version reads the catalog's version; an error when there is none.
+func version(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var v int
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass('syncd.catalog_version') IS NOT NULL AND to_regclass('syncd.copies') IS NOT NULL").Scan(&exists); err != nil {
+		return 0, fmt.Errorf("look for the syncd catalog: %w", err)
+	}
+	if !exists {
+		return 0, errors.New("no catalog")
+	}
+	if err := conn.QueryRow(ctx, "SELECT version FROM syncd.catalog_version").Scan(&v); err != nil {
+		return 0, fmt.Errorf("read the syncd catalog's version: %w", err)
+	}
+	return v, nil
+}
+
+// createError explains a catalog that could not be created, naming the
+// privilege the sink role lacks.
+func createError(ctx context.Context, conn *pgx.Conn, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		var role, db string
+		_ = conn.QueryRow(ctx, "SELECT current_user, current_database()").Scan(&role, &db)
+		return fmt.Errorf("create syncd's catalog (schema syncd) in the sink database %s: %w; syncd records there which source writes each copy: run GRANT CREATE ON DATABASE %s TO %s, or have an owner run CREATE SCHEMA syncd AUTHORIZATION %s",
+			db, err, pgutil.Ident(db), pgutil.Ident(role), pgutil.Ident(role))
+	}
+	return fmt.Errorf("create syncd's catalog (schema syncd) in the sink database: %w", err)
+}
+
+const columns = `copy_table, source_name, source, cursor, pages, rows, writer, state_file, resynced_at, registered_at, updated_at`
+
+func scan(row pgx.Row) (Record, error) {
+	var r Record
+	var src []byte
+	var resynced *time.Time
+	err := row.Scan(&r.Copy, &r.SourceName, &src, &r.Cursor, &r.Pages, &r.Rows, &r.Writer, &r.StateFile, &resynced, &r.RegisteredAt, &r.UpdatedAt)
+	if err != nil {
+		return r, err
+	}
+	if resynced != nil {
+		r.ResyncedAt = *resynced
+	}
+	if err := json.Unmarshal(src, &r.Source); err != nil {
+		return r, fmt.Errorf("read the syncd catalog's record of %s: %w", r.Copy, err)
+	}
+	return r, nil
+}
+
+// Read returns the record of copy; found is false when there is none (or
+// no catalog at all: Read never creates it).
+func Read(ctx context.Context, conn *pgx.Conn, copy string) (rec Record, found bool, err error) {
+	if _, err := version(ctx, conn); err != nil {
+		return Record{}, false, nil
+	}
+	rec, err = scan(conn.QueryRow(ctx, "SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", copy))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, false, nil
+	}
+	if err != nil {
+		return Record{}, false, fmt.Errorf("read the syncd catalog's record of %s: %w", copy, err)
+	}
+	return rec, true, nil
+}
+
+// Claim registers rec as the copy's record when the catalog has none, and
+// returns the record the catalog holds, with created set when it was
+// rec. An existing record is returned as it is; the caller decides.
+func Claim(ctx context.Context, conn *pgx.Conn, rec Record) (Record, bool, error) {
+	src, err := json.Marshal(rec.Source)
+	if err != nil {
+		return Record{}, false, err
+	}
+	var resynced *time.Time
+	if !rec.ResyncedAt.IsZero() {
+		resynced = &rec.ResyncedAt
+	}
+	var out Record
+	var created bool
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `INSERT INTO syncd.copies (copy_table, source_name, source, cursor, writer, state_file, resynced_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (copy_table) DO NOTHING`,
+			rec.Copy, rec.SourceName, src, rec.Cursor, rec.Writer, rec.StateFile, resynced)
+		if err != nil {
+			return err
+		}
+		created = tag.RowsAffected() == 1
+		if out, err = scan(tx.QueryRow(ctx, "SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", rec.Copy)); err != nil {
+			return err
+		}
+		if created {
+			return pgutil.Durable(ctx, tx)
+		}
+		return nil
+	})
+	if err != nil {
+		return Record{}, false, fmt.Errorf("register the copy %s in the syncd catalog: %w", rec.Copy, err)
+	}
+	return out, created, nil
+}
+
+// Update writes the record's source, writer and, with setCursor, its
+// cursor and resync, durably.
+func Update(ctx context.Context, conn *pgx.Conn, rec Record, setCursor bool) error {
+	src, err := json.Marshal(rec.Source)
+	if err != nil {
+		return err
+	}
+	var resynced *time.Time
+	if !rec.ResyncedAt.IsZero() {
+		resynced = &rec.ResyncedAt
+	}
+	q := `UPDATE syncd.copies SET source = $2, writer = $3, state_file = $4, updated_at = now()`
+	args := []any{rec.Copy, src, rec.Writer, rec.StateFile}
+	if setCursor {
+		q += `, cursor = $5, resynced_at = $6`
+		args = append(args, rec.Cursor, resynced)
+	}
+	if _, err := pgutil.ExecDurable(ctx, conn, q+" WHERE copy_table = $1", args...); err != nil {
+		return fmt.Errorf("update the syncd catalog's record of %s: %w", rec.Copy, err)
+	}
+	return nil
+}
+
+// SetCursor records that the copy holds every row up to cursor (a first
+// load that finished), durably.
+func SetCursor(ctx context.Context, conn *pgx.Conn, copy string, cursor []string, rows int64) error {
+	if _, err := pgutil.ExecDurable(ctx, conn, "UPDATE syncd.copies SET cursor = $2, rows = rows + $3, updated_at = now() WHERE copy_table = $1", copy, cursor, rows); err != nil {
+		return fmt.Errorf("record the position of %s in the syncd catalog: %w", copy, err)
+	}
+	return nil
+}
+
+// MarkSQL is the statement a page's transaction runs to move the copy's
+// record to mark, the page's last cursor, counting the page and its rows.
+// It is plain SQL with literals, so that it can travel in a page's
+// pipelined round trip (the simple query protocol).
+func MarkSQL(copy string, mark []string, rows int) string {
+	vals := make([]string, len(mark))
+	for i, v := range mark {
+		vals[i] = literal(v)
+	}
+	return "UPDATE syncd.copies SET cursor = ARRAY[" + strings.Join(vals, ", ") + "]::text[], pages = pages + 1, rows = rows + " +
+		strconv.Itoa(rows) + ", updated_at = now() WHERE copy_table = " + literal(copy)
+}
+
+// literal quotes s as an escape string literal, which reads the same
+// whatever standard_conforming_strings says.
+func literal(s string) string {
+	return "E'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
+}
+
+// Release removes the record of copy, so that another source may write
+// it; it reports whether there was one.
+func Release(ctx context.Context, conn *pgx.Conn, copy string) (bool, error) {
+	if _, err := version(ctx, conn); err != nil {
+		return false, nil
+	}
+	tag, err := pgutil.ExecDurable(ctx, conn, "DELETE FROM syncd.copies WHERE copy_table = $1", copy)
+	if err != nil {
+		return false, fmt.Errorf("release the copy %s in the syncd catalog: %w", copy, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// ReleaseSQL is the statement that releases copy by hand.
+func ReleaseSQL(copy string) string {
+	return "DELETE FROM syncd.copies WHERE copy_table = " + literal(copy)
+}

@@ -1,0 +1,240 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/catalog"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
+)
+
+// claim makes the sink's catalog (package catalog) agree with this run
+// before it writes anything, on the sink session that holds the run lock:
+//
+//   - a copy recorded as written by another source is refused (exit 2,
+//     naming both sources and the copy): a copy has exactly one writer;
+//   - a state file that the sink's record is ahead of (lost, restored from
+//     a backup, or left behind by a crash between a page's commit and its
+//     watermark) resumes from the sink's record, which moved in the page's
+//     own transaction;
+//   - a sink behind the state file (restored from a backup to an older
+//     point) resumes from the sink's record too, so the rows the restore
+//     took away are read again;
+//   - a resync of the state file moves the sink's record with it.
+//
+// It returns the record, with the source's identity as the catalog last
+// knew it (see rewritten).
+func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (*catalog.Record, error) {
+	conn := sink.LockConn(dst)
+	rs, ok := dst.(sink.Recorder)
+	if conn == nil || !ok {
+		return nil, nil // a sink without a database of its own to record in
+	}
+	c := r.c
+	if err := catalog.Ensure(ctx, conn); err != nil {
+		return nil, c.ErrorAt("sink.dsn", err)
+	}
+	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
+	if err != nil {
+		return nil, err
+	}
+	mine := catalog.Record{Copy: c.Sink.Ident.String(), SourceName: c.Name, Source: id, Cursor: r.st.Cursor,
+		Writer: writerName(), StateFile: r.o.Store.Path(), ResyncedAt: r.st.ResyncedAt.Truncate(time.Microsecond)}
+	rec, created, err := catalog.Claim(ctx, conn, mine)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		rs.Record(mine.Copy)
+		return &rec, nil
+	}
+	if rec.SourceName != c.Name || !rec.Source.Same(id) {
+		return nil, c.Errorf("sink.table", "the copy %s is written by source %s (%s; last claimed by %s, state file %s), so source %s (%s) may not write it too: a copy has exactly one writer; give source %s its own sink.table, or, if source %s no longer writes it, release the copy on the sink with %s",
+			rec.Copy, rec.SourceName, rec.Source, rec.Writer, rec.StateFile, c.Name, id, c.Name, rec.SourceName, catalog.ReleaseSQL(rec.Copy))
+	}
+	moved, err := r.follow(ctx, src, conn, &rec)
+	if err != nil {
+		return nil, err
+	}
+	known := rec.Source
+	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
+	if !slices.Equal(rec.Source.Columns, id.Columns) {
+		rec.Source.Columns = id.Columns // the schema is followed by the state file's record
+	}
+	if err := catalog.Update(ctx, conn, rec, moved); err != nil {
+		return nil, err
+	}
+	rs.Record(mine.Copy)
+	rec.Source = known
+	return &rec, nil
+}
+
+// follow settles where the run starts when the state file and the sink's
+// record disagree: a resync of the state file the record has not seen
+// moves the record (moved is true); otherwise the sink's record wins, and
+// the state file is set to it.
+func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn, rec *catalog.Record) (moved bool, err error) {
+	st := r.st
+	resynced := st.ResyncedAt.Truncate(time.Microsecond)
+	if !resynced.IsZero() && !resynced.Equal(rec.ResyncedAt) {
+		// A resync since the record last moved: the operator chose where
+		// the copy restarts.
+		rec.Cursor, rec.ResyncedAt = st.Cursor, resynced
+		return true, nil
+	}
+	if len(rec.Cursor) > 0 && len(rec.Cursor) != len(src.Table.Cursor) {
+		return false, nil // another cursor: the identity check refuses the state's
+	}
+	var why string
+	switch {
+	case slices.Equal(rec.Cursor, st.Cursor):
+		return false, nil
+	case st.Cursor == nil && st.From != "":
+		return false, nil // a resync --from point the record has followed already
+	case st.Cursor == nil:
+		why = "the state file holds no watermark for it (lost, or replaced by an older one)"
+	case rec.Cursor == nil:
+		why = "the copy holds no page of the state file's watermark: the sink was restored from a backup taken before syncd wrote it, or the copy was rebuilt"
+	default:
+		less, err := src.Less(ctx, st.Cursor, rec.Cursor)
+		if err != nil {
+			return false, err
+		}
+		if less {
+			why = "the state file is behind the copy (restored from a backup, or a crash came between a page's commit and its watermark)"
+		} else {
+			why = "the copy is behind the state file: the sink was restored from a backup to an older point, or lost commits"
+		}
+	}
+	if rec.Cursor != nil {
+		holds, err := copyHolds(ctx, conn, r.c)
+		if err != nil {
+			return false, err
+		}
+		if !holds {
+			// The record outlived its copy (dropped or emptied): it says
+			// nothing about where to resume; the state file decides, and
+			// the lost-copy check refuses a watermark without its rows.
+			rec.Cursor = st.Cursor
+			return true, nil
+		}
+	}
+	r.log.Warn("the state file and the sink's record of the copy disagree; resuming from the sink's record, which moves in each page's own transaction",
+		"copy", rec.Copy, "state_file_cursor", cursorText(st.Cursor), "sink_cursor", cursorText(rec.Cursor), "reason", why)
+	err = r.o.Store.Update(r.c.Name, func(st *watermark.State) error {
+		st.Cursor, st.From = rec.Cursor, ""
+		// The stored bound and a first load belong to the old position.
+		st.LookbackBound, st.FirstLoad = "", nil
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	r.st.Cursor, r.st.From, r.st.LookbackBound, r.st.FirstLoad = rec.Cursor, "", "", nil
+	return false, nil
+}
+
+// rewritten compares the source table with the one the copy was made
+// from. A table dropped and re-created (another OID), or whose heap was
+// replaced (TRUNCATE, VACUUM FULL, CLUSTER, pg_repack, a rewriting ALTER
+// TABLE; a partition attached or detached), may hold rows stamped before
+// the watermark that no cursor page will read, and lack rows the copy
+// holds: the copy is compared with the source value by value and repaired
+// (reconcile), before the run reads on. The new identity is recorded only
+// once that repair has succeeded.
+func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog.Record, repair func(context.Context) error) error {
+	if rec == nil {
+		return nil
+	}
+	conn := sink.LockConn(r.dst)
+	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
+	if err != nil {
+		return err
+	}
+	old := rec.Source
+	if old.OID == id.OID && old.Heap == id.Heap {
+		return nil
+	}
+	if r.st.Cursor != nil && repair != nil {
+		what := "its heap was rewritten or emptied (TRUNCATE, VACUUM FULL, CLUSTER, pg_repack, a rewriting ALTER TABLE) or a partition was attached or detached"
+		if old.OID != id.OID {
+			what = fmt.Sprintf("it was dropped and created again (oid %d, was %d)", id.OID, old.OID)
+		}
+		r.log.Warn("the source table is not the one the copy was made from: "+what+"; comparing the copy with it value by value and repairing it before reading on",
+			"table", src.Table.Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
+		if err := repair(ctx); err != nil {
+			return fmt.Errorf("source table %s changed under the copy %s (%s), and the repair of the copy failed: %w; the next run tries again",
+				src.Table.Ident, rec.Copy, what, err)
+		}
+	}
+	rec.Source = id
+	return catalog.Update(ctx, conn, *rec, false)
+}
+
+// recordLoaded moves the copy's record to the cursor a first load ends
+// with, before the state file's watermark is.
+func recordLoaded(ctx context.Context, dst sink.Sink, c *config.Config, cursor []string, rows int64) error {
+	conn := sink.LockConn(dst)
+	if _, ok := dst.(sink.Recorder); !ok || conn == nil || cursor == nil {
+		return nil
+	}
+	return catalog.SetCursor(ctx, conn, c.Sink.Ident.String(), cursor, rows)
+}
+
+// copyHolds reports whether c's copy exists and holds a row.
+func copyHolds(ctx context.Context, conn *pgx.Conn, c *config.Config) (bool, error) {
+	q := pgutil.Qualified(c.Sink.Ident.Schema, c.Sink.Ident.Name)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil || !exists {
+		return false, err
+	}
+	var any bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+q+")").Scan(&any); err != nil {
+		return false, fmt.Errorf("look into the copy %s: %w", c.Sink.Ident, err)
+	}
+	return any, nil
+}
+
+// writerName names this process in the catalog: host and pid.
+func writerName() string {
+	h, _ := os.Hostname()
+	return fmt.Sprintf("%s pid %d", h, os.Getpid())
+}
+
+func cursorText(c []string) string {
+	if c == nil {
+		return "(none)"
+	}
+	return "(" + strings.Join(c, ", ") + ")"
+}
+
+// repairFunc is the repair a changed source table needs: k's reconcile
+// with repair, against the state file's watermark (nil when k has none).
+func (r *runner) repairFunc(k kind.Kind) func(context.Context) error {
+	if k.Reconcile == nil || !k.ReconcileWatermark {
+		return nil
+	}
+	return func(ctx context.Context) error {
+		rep, err := k.Reconcile(ctx, r.c, r.o.Store, true, r.log)
+		if err != nil {
+			return err
+		}
+		f := rep.Final()
+		if !f.Equal() {
+			return fmt.Errorf("differences remain after the repair: %v", f.Differences())
+		}
+		r.log.Warn("the copy was compared with the re-created or rewritten source table and repaired",
+			"copy", r.c.Sink.Ident.String(), "missing", rep.Missing, "extra", rep.Extra, "changed", rep.Changed)
+		return nil
+	}
+}

@@ -1,0 +1,203 @@
+package syncer_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/syncd/syncd/catalog"
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
+)
+
+// seedOrders fills orders with n rows stamped one second apart from
+// 2026-10-01 09:00 (ids first..first+n-1).
+func seedOrders(t *testing.T, e *env, first, n int) {
+	t.Helper()
+	e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 second', 'o' || g, g
+FROM generate_series($1::int, $2::int) g`, first, first+n-1)
+}
+
+// sinkRecord reads the copy's record from the sink's catalog.
+func sinkRecord(t *testing.T, e *env) catalog.Record {
+	t.Helper()
+	conn, err := e.dst.Pool.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	rec, ok, err := catalog.Read(context.Background(), conn.Conn(), "public.copy")
+	if err != nil || !ok {
+		t.Fatalf("read the sink's record of public.copy: found %v, %v", ok, err)
+	}
+	return rec
+}
+
+func newStore(t *testing.T) *watermark.Store {
+	t.Helper()
+	st, err := watermark.Open(filepath.Join(t.TempDir(), "other.db"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// The sink's catalog records the copy's writer, where its rows come from,
+// and the cursor of the last page, equal to the state file's watermark.
+func TestSinkRecordFollowsEveryPage(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 1000)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	rec := sinkRecord(t, e)
+	st, _, _ := e.store.Get("test")
+	if rec.SourceName != "test" || rec.Source.Table != "public.orders" || rec.Source.OID == 0 || rec.Source.Heap == "" || rec.Source.System == "" {
+		t.Fatalf("record %+v: want source test, table public.orders, its oid, heap and cluster", rec)
+	}
+	if !slices.Equal(rec.Cursor, st.Cursor) || rec.Rows != 1000 {
+		t.Fatalf("sink record at %v after %d rows, state file at %v; want the same cursor and 1000 rows", rec.Cursor, rec.Rows, st.Cursor)
+	}
+	names := []string{}
+	for _, col := range rec.Source.Columns {
+		names = append(names, col.Name)
+	}
+	if strings.Join(names, ",") != "id,updated_at,name,amount" || rec.Source.Columns[3].Num != 4 {
+		t.Fatalf("recorded columns %+v, want id, updated_at, name, amount by attnum", rec.Source.Columns)
+	}
+}
+
+// A lost state file resumes from the sink's record: the next run reads
+// only the rows after it, and the copy equals the source.
+func TestLostStateFileResumesFromTheSink(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 1000)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	seedOrders(t, e, 1001, 50)
+	e.store = newStore(t) // the state file is gone
+	res := e.run(t, c, syncer.Options{})
+	if res.Rows != 50 || res.Written != 50 {
+		t.Fatalf("a run with a lost state file read %d rows and wrote %d; want 50 and 50 (after the sink's record)", res.Rows, res.Written)
+	}
+	e.assertSame(t, "orders", "t.*")
+	st, _, _ := e.store.Get("test")
+	if !slices.Equal(st.Cursor, sinkRecord(t, e).Cursor) {
+		t.Fatalf("state file at %v, sink at %v after the run", st.Cursor, sinkRecord(t, e).Cursor)
+	}
+}
+
+// A sink restored from a backup to an older point is behind the state
+// file: the run resumes from the sink's point, so the rows the restore
+// took away are copied again.
+func TestRestoredSinkResumesFromItsOwnPoint(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 500)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	// The backup: the copy and the catalog at one point.
+	e.dst.Exec(t, "CREATE TABLE backup_copy AS TABLE copy; CREATE TABLE backup_rec AS TABLE syncd.copies")
+	seedOrders(t, e, 501, 300)
+	e.run(t, c, syncer.Options{})
+	// The restore, as pg_restore or a PITR would leave it.
+	e.dst.Exec(t, "TRUNCATE copy; INSERT INTO copy TABLE backup_copy; TRUNCATE syncd.copies; INSERT INTO syncd.copies TABLE backup_rec")
+	seedOrders(t, e, 801, 10)
+	res := e.run(t, c, syncer.Options{})
+	if res.Rows != 310 {
+		t.Fatalf("the run after the restore read %d rows, want 310 (the 300 the restore took away, and 10 new)", res.Rows)
+	}
+	e.assertSame(t, "orders", "t.*")
+}
+
+// A copy has exactly one writer: a second source (another name, another
+// source table, the same sink.table) is refused with a config error that
+// names both sources and the copy, and writes nothing.
+func TestSecondWriterOfACopyIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	e.src.Exec(t, strings.Replace(ordersDDL, "orders", "orders2", 1))
+	seedOrders(t, e, 1, 100)
+	e.src.Exec(t, `INSERT INTO orders2 SELECT id + 1000, updated_at, 'other', amount FROM orders`)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	other := e.config(t, "public.orders2", 100, "")
+	other.Name = "other"
+	_, err := syncer.Run(context.Background(), syncer.Options{Config: other, Store: newStore(t)})
+	if !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("second writer: %v; want a config error", err)
+	}
+	for _, want := range []string{"public.copy", "source test", "source other", "exactly one writer", "DELETE FROM syncd.copies"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not name %q", err, want)
+		}
+	}
+	e.assertSame(t, "orders", "t.*")
+}
+
+// A source table dropped and created again, or truncated and reloaded,
+// with rows stamped before the watermark: the run notices that the table
+// is not the one the copy was made from, repairs the copy by reconcile,
+// and the copy equals the new table row by row (nothing missing, nothing
+// extra).
+func TestRecreatedSourceTableIsRepaired(t *testing.T) {
+	for _, how := range []string{"drop", "truncate"} {
+		t.Run(how, func(t *testing.T) {
+			e := newEnv(t)
+			e.src.Exec(t, ordersDDL)
+			seedOrders(t, e, 1, 300)
+			c := e.config(t, "public.orders", 100, "")
+			e.run(t, c, syncer.Options{})
+			if how == "drop" {
+				e.src.Exec(t, "DROP TABLE orders")
+				e.src.Exec(t, ordersDDL)
+			} else {
+				e.src.Exec(t, "TRUNCATE orders")
+			}
+			// Rows 101-400, stamped like the old ones: 100 old rows gone,
+			// 100 new ones before the watermark, 100 changed.
+			e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + (g - 100) * interval '1 second', 'new' || g, g FROM generate_series(101, 400) g`)
+			e.run(t, c, syncer.Options{})
+			e.assertSame(t, "orders", "t.*")
+			if rec := sinkRecord(t, e); rec.Source.Heap == "" {
+				t.Fatalf("record without heap: %+v", rec)
+			}
+			// The next run does not repair again.
+			res := e.run(t, c, syncer.Options{})
+			if res.Written != 0 {
+				t.Fatalf("the run after the repair wrote %d rows, want 0", res.Written)
+			}
+		})
+	}
+}
+
+// A resync moves the sink's record with the state file: a resync from the
+// start is not undone by the sink's record.
+func TestResyncMovesTheSinkRecord(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 200)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	err := e.store.Update("test", func(st *watermark.State) error {
+		st.Cursor, st.From, st.ResyncedAt = nil, "", st.LastRunAt.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := e.run(t, c, syncer.Options{})
+	if res.Rows != 200 {
+		t.Fatalf("the run after a resync from the start read %d rows, want 200", res.Rows)
+	}
+	st, _, _ := e.store.Get("test")
+	if rec := sinkRecord(t, e); !slices.Equal(rec.Cursor, st.Cursor) {
+		t.Fatalf("sink record at %v, state file at %v", rec.Cursor, st.Cursor)
+	}
+}
