@@ -324,3 +324,45 @@ func Release(ctx context.Context, conn *pgx.Conn, copy string) (bool, error) {
 func ReleaseSQL(copy string) string {
 	return "DELETE FROM syncd.copies WHERE copy_table = " + literal(copy)
 }
+
+// ErrSecondWriter is wrapped by the error that refuses a second writer of
+// a copy.
+var ErrSecondWriter = errors.New("the copy has another writer")
+
+// SecondWriter is the refusal of a source that would write a copy another
+// source writes (by the sink's catalog, or by two configs loaded together).
+type SecondWriter struct {
+	Copy string
+	// Writer names the source that writes the copy, and where it is
+	// recorded (a catalog record, or another config file).
+	Writer, WriterFrom string
+	// Source names the refused source and where its rows come from.
+	Source, SourceFrom string
+	// Release is how the copy is released ("" when both are configs).
+	Release string
+}
+
+func (e *SecondWriter) Error() string {
+	fix := fmt.Sprintf("give source %s its own sink.table", e.Source)
+	if e.Release != "" {
+		fix += fmt.Sprintf(", or, if source %s no longer writes it, release the copy on the sink with %s", e.Writer, e.Release)
+	} else {
+		fix += " (or remove one of the two)"
+	}
+	return fmt.Sprintf("the copy %s is written by source %s (%s), so source %s (%s) may not write it too: a copy has exactly one writer; %s",
+		e.Copy, e.Writer, e.WriterFrom, e.Source, e.SourceFrom, fix)
+}
+
+// Unwrap makes a SecondWriter an ErrSecondWriter.
+func (e *SecondWriter) Unwrap() error { return ErrSecondWriter }
+
+// Refuse returns the SecondWriter error of source name (reading src) when
+// rec says another source writes the copy, else nil.
+func Refuse(rec Record, name string, src Source) error {
+	if rec.SourceName == name && rec.Source.Same(src) {
+		return nil
+	}
+	return &SecondWriter{Copy: rec.Copy, Writer: rec.SourceName,
+		WriterFrom: fmt.Sprintf("%s; last claimed by %s, state file %s", rec.Source, rec.Writer, rec.StateFile),
+		Source:     name, SourceFrom: src.String(), Release: ReleaseSQL(rec.Copy)}
+}

@@ -35,15 +35,21 @@ its admin socket STATE.sock (or over TCP with --listen).
 Prints each source's watermark, last run (or progress), freshness, rows and
 read bound, from the state file or from the daemon that holds it (through
 its admin socket STATE.sock, or over TCP with --listen). It reads no
-database and needs no DSN variable. It never creates or changes the state
-file: a missing one is an error (exit 2) that names the path.
+database and needs no DSN variable, unless --sink: then it also reads each
+copy's record in its sink database (which source writes it, up to where)
+and shows it beside the state file's watermark. It never creates or
+changes the state file: a missing one is an error (exit 2) that names the
+path.
 `,
 	"validate": `Usage: syncd validate --config PATH [flags]
 
 Checks every source against its databases without writing anything: the
 table, the columns, the cursor and its tie-breaker, the copy, and whether
-the page query is an index scan. A pattern source lists the tables it
-matches; a table it would skip is reported and makes validate exit 1.
+the page query is an index scan, and shows the sink's record of each copy
+beside the state file's watermark. A copy that another source writes (in
+the sink's record, or in the configs loaded together) exits 2. A pattern
+source lists the tables it matches; a table it would skip is reported and
+makes validate exit 1.
 `,
 	"reconcile": `Usage: syncd reconcile --config PATH (--source NAME | --all) [--repair] [--json] [flags]
 

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/runlock"
@@ -50,11 +51,14 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.
 	// A source that cannot be reached fails later, on its own.
+	if err := oneWriter(cfgs); err != nil {
+		return err
+	}
 	kept := cfgs[:0]
 	for _, cfg := range cfgs {
-		_, _, err := check(ctx, cfg, false, c.state)
+		_, _, err := check(ctx, cfg, false, c.state, nil)
 		switch {
-		case errors.Is(err, config.ErrInvalid) && cfg.Pattern != "":
+		case errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter):
 			skipped = append(skipped, skippedBy(cfg, err))
 			continue
 		case errors.Is(err, config.ErrInvalid):

@@ -20,6 +20,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	var c common
 	c.register(fs, true)
 	asJSON := fs.Bool("json", false, "print JSON")
+	withSink := fs.Bool("sink", false, "also read each copy's record in its sink database (syncd's catalog) and show it beside the state file's watermark; needs the DSNs")
 	var a adminFlags
 	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
@@ -33,7 +34,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	}
 	store, err := openStateReadOnly(c.state)
 	if isLocked(err) {
-		return statusFromDaemon(ctx, env, &a, c.state, *asJSON, err)
+		return statusFromDaemon(ctx, env, &a, c.state, *asJSON, err, sinkFrom(*withSink, c.config))
 	}
 	if err != nil {
 		return err
@@ -46,6 +47,11 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	st, err := ops.BuildStatus(store, cfgs)
 	if err != nil {
 		return err
+	}
+	if *withSink {
+		if err := addSinkRecords(ctx, env, c.config, &st); err != nil {
+			return err
+		}
 	}
 	if err := PrintStatus(env, st, *asJSON); err != nil {
 		return err
@@ -71,7 +77,7 @@ func (e configProblem) Error() string { return string(e) }
 func (e configProblem) Unwrap() error { return config.ErrInvalid }
 
 // statusFromDaemon asks the daemon that holds the state file for its status.
-func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, asJSON bool, lockErr error) error {
+func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, asJSON bool, lockErr error, sinkConfig string) error {
 	token, err := adminToken(env, a.tokenFile)
 	if err != nil {
 		return err
@@ -84,10 +90,24 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 	if err != nil {
 		return err
 	}
+	if sinkConfig != "" {
+		if err := addSinkRecords(ctx, env, sinkConfig, &st); err != nil {
+			return err
+		}
+	}
 	if err := PrintStatus(env, st, asJSON); err != nil {
 		return err
 	}
 	return identityProblem(st)
+}
+
+// sinkFrom is the config path status --sink reads the sinks of ("" without
+// --sink).
+func sinkFrom(on bool, path string) string {
+	if on {
+		return path
+	}
+	return ""
 }
 
 // daemonStatus reads the status of the daemon holding the state file,
@@ -153,6 +173,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 				s.Name, strings.Join(s.DroppedColumns, ", "))
 		}
 		printReconcile(env, s)
+		printSinkRecord(env, s)
 		if b := s.Backfill; b != nil {
 			fmt.Fprintf(env.Stdout, "%s: backfilling added column %s into the copy: %d rows so far; the next run resumes it\n", s.Name, strings.Join(b.Columns, ", "), b.Rows)
 		}

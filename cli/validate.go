@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
@@ -37,9 +38,13 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	printExpansion(env, raw, cfgs, skipped)
+	if err := oneWriter(cfgs); err != nil {
+		return err
+	}
 	for _, cfg := range cfgs {
-		warnings, table, err := check(ctx, cfg, true, c.state)
-		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" {
+		var record string
+		warnings, table, err := check(ctx, cfg, true, c.state, &record)
+		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter) {
 			skipped = append(skipped, skippedBy(cfg, err))
 			fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", cfg.Name, oneLine(skippedBy(cfg, err).Reason))
 			continue
@@ -55,6 +60,9 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		}
 		for _, w := range warnings {
 			fmt.Fprintf(env.Stdout, "%s: warning: %s\n", cfg.Name, w)
+		}
+		if record != "" {
+			fmt.Fprintf(env.Stdout, "%s: %s\n", cfg.Name, record)
 		}
 		fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, cursor %s, %d warnings)\n", cfg.Name, table.Ident, len(table.Columns), strings.Join(cfg.Source.Cursor, ", "), len(warnings))
 	}
@@ -89,8 +97,10 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 // check verifies one source against its databases without writing
 // anything: the table, columns, cursor and tie-breaker in the source, and
 // the copy's columns and key in the sink. With plan it also explains the
-// page query. Config problems come back as config errors (exit 2).
-func check(ctx context.Context, cfg *config.Config, plan bool, state string) (warnings []string, table *source.Table, err error) {
+// page query. Config problems come back as config errors (exit 2), a copy
+// that the sink's catalog says another source writes included; record,
+// when set, gets the sink's record of the copy beside the state file's.
+func check(ctx context.Context, cfg *config.Config, plan bool, state string, record *string) (warnings []string, table *source.Table, err error) {
 	// A table copy's sink session is opened while the source's is: each
 	// is a connection and a few catalog reads. A source error comes first.
 	k, kerr := kind.Of(cfg)
@@ -172,6 +182,13 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string) (wa
 		}
 		if !exists && plan {
 			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
+		}
+		rec, err := sinkRecord(ctx, cfg, src, dst, state)
+		if err != nil {
+			return nil, nil, err
+		}
+		if record != nil {
+			*record = rec
 		}
 		if plan {
 			w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)

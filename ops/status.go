@@ -51,6 +51,9 @@ type SourceStatus struct {
 	// (nil when the first cursor column is not a timestamp or nothing was
 	// applied yet).
 	NewestRowAgeSeconds *float64 `json:"newest_row_age_seconds,omitempty"`
+	// SinkRecord is the sink's own record of the copy (syncd's catalog in
+	// the sink database), read by `status --sink` only (nil otherwise).
+	SinkRecord *SinkRecord `json:"sink_record,omitempty"`
 	// Running is the progress of the run going (only from a daemon).
 	Running *syncer.Progress `json:"running,omitempty"`
 	// Bound is the commit-safe read limit of the last run; HeldBackSeconds
@@ -210,4 +213,26 @@ func watermarkText(cursor []string) string {
 		return t.Format("2006-01-02T15:04:05.000000Z07:00")
 	}
 	return strings.Join(cursor, ",")
+}
+
+// SinkRecord is the sink catalog's record of a copy, beside the state
+// file's watermark (see package catalog).
+type SinkRecord struct {
+	// Error, when set, says why the record could not be read; Found is
+	// false when the copy is not recorded yet.
+	Error string `json:"error,omitempty"`
+	Found bool   `json:"found"`
+	// Source is the source recorded as the copy's one writer, and From
+	// where its rows come from.
+	Source    string   `json:"source,omitempty"`
+	From      string   `json:"from,omitempty"`
+	Cursor    []string `json:"cursor,omitempty"`
+	Pages     int64    `json:"pages,omitempty"`
+	Rows      int64    `json:"rows,omitempty"`
+	Writer    string   `json:"writer,omitempty"`
+	StateFile string   `json:"state_file,omitempty"`
+	UpdatedAt string   `json:"updated_at,omitempty"`
+	// SameAsStateFile is true when the record's cursor is the state
+	// file's watermark.
+	SameAsStateFile bool `json:"same_as_state_file"`
 }

@@ -58,9 +58,8 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 		rs.Record(mine.Copy)
 		return &rec, nil
 	}
-	if rec.SourceName != c.Name || !rec.Source.Same(id) {
-		return nil, c.Errorf("sink.table", "the copy %s is written by source %s (%s; last claimed by %s, state file %s), so source %s (%s) may not write it too: a copy has exactly one writer; give source %s its own sink.table, or, if source %s no longer writes it, release the copy on the sink with %s",
-			rec.Copy, rec.SourceName, rec.Source, rec.Writer, rec.StateFile, c.Name, id, c.Name, rec.SourceName, catalog.ReleaseSQL(rec.Copy))
+	if err := catalog.Refuse(rec, c.Name, id); err != nil {
+		return nil, c.ErrorAt("sink.table", err)
 	}
 	moved, err := r.follow(ctx, src, conn, &rec)
 	if err != nil {
