@@ -10,8 +10,8 @@ import (
 
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
