@@ -366,3 +366,40 @@ func Refuse(rec Record, name string, src Source) error {
 		WriterFrom: fmt.Sprintf("%s; last claimed by %s, state file %s", rec.Source, rec.Writer, rec.StateFile),
 		Source:     name, SourceFrom: src.String(), Release: ReleaseSQL(rec.Copy)}
 }
+
+// Missing lists what the session's role lacks to use the catalog, each as
+// what it lacks and the GRANT that gives it (empty: nothing).
+func Missing(ctx context.Context, conn *pgx.Conn) (what, grant []string, err error) {
+	var role, db string
+	var schema, tables, usage, create, dbCreate bool
+	err = conn.QueryRow(ctx, `
+SELECT current_user::text, current_database()::text,
+       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'syncd'),
+       to_regclass('syncd.copies') IS NOT NULL AND to_regclass('syncd.catalog_version') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'syncd') AND has_schema_privilege('syncd', 'USAGE'),
+       EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'syncd') AND has_schema_privilege('syncd', 'CREATE'),
+       has_database_privilege(current_database(), 'CREATE')`).Scan(&role, &db, &schema, &tables, &usage, &create, &dbCreate)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the sink role's privileges on syncd's catalog: %w", err)
+	}
+	r := pgutil.Ident(role)
+	switch {
+	case !schema && !dbCreate:
+		return []string{"CREATE on database " + db + " to create the schema syncd of syncd's catalog"}, []string{"GRANT CREATE ON DATABASE " + pgutil.Ident(db) + " TO " + r}, nil
+	case schema && !usage:
+		return []string{"USAGE on schema syncd (syncd's catalog)"}, []string{"GRANT USAGE ON SCHEMA syncd TO " + r}, nil
+	case schema && !tables && !create:
+		return []string{"CREATE on schema syncd to create syncd's catalog"}, []string{"GRANT CREATE ON SCHEMA syncd TO " + r}, nil
+	case !tables:
+		return nil, nil, nil
+	}
+	var ok bool
+	if err := conn.QueryRow(ctx, `SELECT has_table_privilege('syncd.copies', 'SELECT, INSERT, UPDATE, DELETE') AND has_table_privilege('syncd.catalog_version', 'SELECT')`).Scan(&ok); err != nil {
+		return nil, nil, fmt.Errorf("read the sink role's privileges on syncd's catalog: %w", err)
+	}
+	if !ok {
+		return []string{"SELECT, INSERT, UPDATE, DELETE on syncd.copies and SELECT on syncd.catalog_version"},
+			[]string{"GRANT SELECT, INSERT, UPDATE, DELETE ON syncd.copies TO " + r + "; GRANT SELECT ON syncd.catalog_version TO " + r}, nil
+	}
+	return nil, nil, nil
+}

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
@@ -87,6 +88,13 @@ func (s *Postgres) privilegeProblems(ctx context.Context, exists bool) ([]string
 		return nil, fmt.Errorf("read privileges of the sink role: %w", err)
 	}
 	need(temp, "TEMP on database "+db+", which the staging table needs", "GRANT TEMP ON DATABASE "+pgutil.Ident(db))
+	what, grant, err := catalog.Missing(ctx, s.conn)
+	if err != nil {
+		return nil, err
+	}
+	for i := range what {
+		out = append(out, fmt.Sprintf("the sink role %s lacks %s (%s)", role, what[i], grant[i]))
+	}
 	if exists {
 		for _, p := range []string{"SELECT", "INSERT", "UPDATE", "DELETE"} {
 			var ok bool
