@@ -106,8 +106,10 @@ type Record struct {
 	UpdatedAt    time.Time
 }
 
+// ddl creates the catalog's tables in the schema syncd (created first,
+// when it is missing, by createSchema: CREATE SCHEMA IF NOT EXISTS checks
+// the database's CREATE privilege even when the schema exists).
 const ddl = `
-CREATE SCHEMA IF NOT EXISTS syncd;
 CREATE TABLE IF NOT EXISTS syncd.catalog_version (
   one boolean PRIMARY KEY DEFAULT true CHECK (one),
   version integer NOT NULL
@@ -125,7 +127,6 @@ CREATE TABLE IF NOT EXISTS syncd.copies (
   registered_at   timestamptz NOT NULL DEFAULT now(),
   updated_at      timestamptz NOT NULL DEFAULT now()
 );
-COMMENT ON SCHEMA syncd IS 'syncd''s catalog: which source writes each copy, and up to where (created by syncd; see docs/WATERMARK.md)';
 INSERT INTO syncd.catalog_version (version) VALUES (1) ON CONFLICT (one) DO NOTHING`
 
 // Ensure creates the catalog in conn's database when it is missing, and
@@ -144,6 +145,15 @@ func Ensure(ctx context.Context, conn *pgx.Conn) error {
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('syncd catalog', 0))"); err != nil {
 			return err
+		}
+		var schema bool
+		if err := tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'syncd')").Scan(&schema); err != nil {
+			return err
+		}
+		if !schema {
+			if _, err := tx.Exec(ctx, "CREATE SCHEMA syncd; COMMENT ON SCHEMA syncd IS 'syncd''s catalog: which source writes each copy, and up to where (see docs/WATERMARK.md)'"); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return err
@@ -357,9 +367,11 @@ func (e *SecondWriter) Error() string {
 func (e *SecondWriter) Unwrap() error { return ErrSecondWriter }
 
 // Refuse returns the SecondWriter error of source name (reading src) when
-// rec says another source writes the copy, else nil.
+// rec says another source (by name) writes the copy, else nil. A source of
+// the same name that now reads another table is the caller's to judge (a
+// resync may have moved it there).
 func Refuse(rec Record, name string, src Source) error {
-	if rec.SourceName == name && rec.Source.Same(src) {
+	if rec.SourceName == name {
 		return nil
 	}
 	return &SecondWriter{Copy: rec.Copy, Writer: rec.SourceName,

@@ -12,6 +12,7 @@ import (
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
@@ -42,7 +43,7 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	}
 	c := r.c
 	if err := catalog.Ensure(ctx, conn); err != nil {
-		return nil, c.ErrorAt("sink.dsn", err)
+		return nil, err // a missing privilege: exit 1, a grant fixes it
 	}
 	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
 	if err != nil {
@@ -61,9 +62,16 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	if err := catalog.Refuse(rec, c.Name, id); err != nil {
 		return nil, c.ErrorAt("sink.table", err)
 	}
+	if !rec.Source.Same(id) && !r.resyncedSince(rec) {
+		return nil, c.ErrorAt("source.table", &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from TIME) to rebuild it from the new table, or point source.table back",
+			Reason: fmt.Sprintf("the copy %s was made by source %s from %s, but the source now reads %s: resuming would mix the two tables' rows; ", rec.Copy, c.Name, rec.Source, id)})
+	}
 	moved, err := r.follow(ctx, src, conn, &rec)
 	if err != nil {
 		return nil, err
+	}
+	if !rec.Source.Same(id) {
+		rec.Source = id // moved to another table by the resync followed above
 	}
 	known := rec.Source
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
@@ -84,11 +92,10 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 // the state file is set to it.
 func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn, rec *catalog.Record) (moved bool, err error) {
 	st := r.st
-	resynced := st.ResyncedAt.Truncate(time.Microsecond)
-	if !resynced.IsZero() && !resynced.Equal(rec.ResyncedAt) {
+	if r.resyncedSince(*rec) {
 		// A resync since the record last moved: the operator chose where
 		// the copy restarts.
-		rec.Cursor, rec.ResyncedAt = st.Cursor, resynced
+		rec.Cursor, rec.ResyncedAt = st.Cursor, st.ResyncedAt.Truncate(time.Microsecond)
 		return true, nil
 	}
 	if len(rec.Cursor) > 0 && len(rec.Cursor) != len(src.Table.Cursor) {
@@ -141,6 +148,13 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 	}
 	r.st.Cursor, r.st.From, r.st.LookbackBound, r.st.FirstLoad = rec.Cursor, "", "", nil
 	return false, nil
+}
+
+// resyncedSince reports whether the state file was resynced since rec
+// last followed it.
+func (r *runner) resyncedSince(rec catalog.Record) bool {
+	at := r.st.ResyncedAt.Truncate(time.Microsecond)
+	return !at.IsZero() && !at.Equal(rec.ResyncedAt)
 }
 
 // rewritten compares the source table with the one the copy was made

@@ -201,3 +201,36 @@ func TestResyncMovesTheSinkRecord(t *testing.T) {
 		t.Fatalf("sink record at %v, state file at %v", rec.Cursor, st.Cursor)
 	}
 }
+
+// The same source name reading another table (with a lost state file, so
+// that the state file's own identity check cannot see it): refused with
+// the resync that rebuilds the copy; after the resync the source takes the
+// copy over.
+func TestSourceNowReadingAnotherTableNeedsAResync(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	e.src.Exec(t, strings.Replace(ordersDDL, "orders", "orders2", 1))
+	seedOrders(t, e, 1, 100)
+	e.src.Exec(t, `INSERT INTO orders2 SELECT id, updated_at, 'other', amount FROM orders`)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	moved := e.config(t, "public.orders2", 100, "")
+	e.store = newStore(t)
+	_, err := syncer.Run(context.Background(), syncer.Options{Config: moved, Store: e.store})
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "was made by source test from table public.orders") ||
+		!strings.Contains(err.Error(), "syncd resync --source test") {
+		t.Fatalf("source moved to another table: %v; want a config error naming both tables and the resync", err)
+	}
+	err = e.store.Update("test", func(st *watermark.State) error {
+		st.Cursor, st.ResyncedAt = nil, st.LastRunAt.Add(1)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, moved, syncer.Options{})
+	e.assertSame(t, "orders2", "t.*")
+	if rec := sinkRecord(t, e); rec.Source.Table != "public.orders2" {
+		t.Fatalf("record names %s, want public.orders2", rec.Source.Table)
+	}
+}

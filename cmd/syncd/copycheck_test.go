@@ -122,6 +122,7 @@ INSERT INTO film SELECT g, now(), 'PG', 2000 + g FROM generate_series(1, 10) g`)
 	dst.Exec(t, `CREATE DOMAIN year AS integer`)
 	role := pgtest.NewRole(t, dst, "syncd_nocreate")
 	dst.Exec(t, "REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+	dst.Exec(t, "CREATE SCHEMA syncd AUTHORIZATION "+role) // syncd's catalog (docs/PRIVILEGES.md)
 	u, err := url.Parse(dst.URL)
 	if err != nil {
 		t.Fatal(err)

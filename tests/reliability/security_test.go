@@ -164,6 +164,11 @@ func TestLeastPrivilege(t *testing.T) {
 	// Sink that creates its copy: CONNECT, TEMPORARY, USAGE and CREATE on the schema.
 	db.Exec(t, `GRANT CONNECT, TEMPORARY ON DATABASE `+db.Name+` TO `+creator)
 	db.Exec(t, `GRANT USAGE, CREATE ON SCHEMA mirror TO `+creator)
+	// syncd's catalog (docs/PRIVILEGES.md): a schema syncd the writer owns,
+	// whose tables the second sink role may use too.
+	db.Exec(t, `CREATE SCHEMA syncd AUTHORIZATION `+writer)
+	db.Exec(t, `GRANT USAGE ON SCHEMA syncd TO `+creator)
+	db.Exec(t, `ALTER DEFAULT PRIVILEGES FOR ROLE `+writer+` IN SCHEMA syncd GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO `+creator)
 
 	// The roles really are that narrow.
 	for _, c := range []struct{ role, pw, sql string }{
