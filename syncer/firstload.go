@@ -232,6 +232,21 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
 	}
 	l.tidOK = version >= 140000
+	table := pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	// The first session holds the table and its inheritance children (the
+	// planner locks every one it expands) until the load ends, its
+	// transaction open: no rewrite commits between reading which heaps the
+	// chunks are block ranges of and reading the chunks. (LOCK TABLE would
+	// also need the privilege on each child, which reading the parent does
+	// not.)
+	if _, err := first.src.Exec(ctx, "SELECT 1 FROM "+table+" LIMIT 0"); err != nil {
+		return fmt.Errorf("first load of %s: lock the source table: %w", l.src.Table.Ident, err)
+	}
+	heaps, err := source.Heaps(ctx, first.src, table)
+	if err != nil {
+		return fmt.Errorf("first load of %s: %w", l.src.Table.Ident, err)
+	}
+	runs := 0
 	if l.fl != nil {
 		// Rows the crashed process committed may be copied again, from this
 		// newer snapshot (and a row may have moved to another chunk since):
@@ -245,6 +260,13 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 		if empty {
 			l.log.Warn("the copy is empty while a first load was under way: it starts again", "copy", l.target)
 			l.fl = nil
+		} else if why := l.changed(heaps); why != "" {
+			// Resuming would read block ranges of another layout: rows
+			// moved into the chunks done would never be read. Every chunk
+			// is read again, from this snapshot, upserted into the copy.
+			l.log.Warn("the first load starts again: "+why, "table", l.src.Table.Ident.String(), "copy", l.target,
+				"chunks_done_before", len(l.fl.Chunks)-notDone(l.fl))
+			runs, l.fl = l.fl.Runs, nil
 		}
 		l.upsert = !empty
 	}
@@ -264,7 +286,7 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	if resumed {
 		l.fl.Runs++
 	} else {
-		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: 1}
+		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: runs + 1, Heaps: heaps}
 		if fl.Cursor, err = l.maxCursor(ctx, first.src); err != nil {
 			return err
 		}
@@ -292,6 +314,35 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	l.log.Info("first load", "table", l.src.Table.Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", todo,
 		"workers", len(l.conns), "resumed", resumed, "binary", l.binary)
 	return nil
+}
+
+// changed says why a resumed load must not go on from its chunks done (""
+// when it may): the source is not the heap they are block ranges of.
+func (l *loader) changed(heaps []watermark.LoadHeap) string {
+	fl, t := l.fl, l.src.Table.Ident
+	switch {
+	case len(fl.Heaps) == 0:
+		return fmt.Sprintf("it was begun by a syncd that did not record which heap of %s it reads", t)
+	case fl.Heaps[0].OID != heaps[0].OID:
+		return fmt.Sprintf("%s was dropped and created again since it began (OID %d, now %d)", t, fl.Heaps[0].OID, heaps[0].OID)
+	case len(fl.Heaps) != len(heaps):
+		return fmt.Sprintf("the inheritance children of %s changed since it began (%d heaps, now %d)", t, len(fl.Heaps), len(heaps))
+	}
+	for i, h := range heaps {
+		was := fl.Heaps[i]
+		switch {
+		case was.OID != h.OID:
+			return fmt.Sprintf("the inheritance children of %s changed since it began", t)
+		case was.Filenode != h.Filenode:
+			what := t.String()
+			if i > 0 {
+				what = fmt.Sprintf("the inheritance child (OID %d) of %s", h.OID, t)
+			}
+			return fmt.Sprintf("%s was rewritten since it began (relfilenode %d, now %d: CLUSTER, VACUUM FULL, pg_repack, a rewriting ALTER TABLE or TRUNCATE), so the chunks done no longer hold what was copied from them",
+				what, was.Filenode, h.Filenode)
+		}
+	}
+	return ""
 }
 
 // notDone is how many chunks of fl are left.
