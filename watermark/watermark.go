@@ -158,6 +158,12 @@ type FirstLoad struct {
 	// rewriting ALTER TABLE, TRUNCATE), starts the load again: the blocks
 	// of the chunks done no longer hold what was copied from them.
 	Heaps []LoadHeap `json:"heaps,omitempty"`
+	// Xmin is the xmin of the load's first snapshot, a 64-bit transaction
+	// id (0: not recorded). Every row version the chunks done did not see
+	// was created by a transaction at or past it, so a resumed load
+	// re-reads those in the chunks done: an update that leaves the cursor
+	// alone may have put a row of a chunk not done there.
+	Xmin uint64 `json:"xmin,omitempty"`
 }
 
 // LoadHeap is one heap a first load reads: the relation's OID and its
