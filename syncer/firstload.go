@@ -181,6 +181,7 @@ type loader struct {
 	where  string // the rows a chunk takes besides its blocks ("" : all)
 	tidOK  bool   // the server scans a ctid range (PostgreSQL 14 and later)
 	upsert bool   // resumed: rows of another snapshot may be in the copy already
+	reread []int  // resumed: the chunks done before, to read again for newer row versions
 	began  time.Time
 
 	conns []loadConn
@@ -237,6 +238,25 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
 	}
 	l.tidOK = version >= 140000
+	table := pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	// The first session holds the table and its inheritance children (the
+	// planner locks every one it expands) until the load ends, its
+	// transaction open: no rewrite commits between reading which heaps the
+	// chunks are block ranges of and reading the chunks. (LOCK TABLE would
+	// also need the privilege on each child, which reading the parent does
+	// not.)
+	if _, err := first.src.Exec(ctx, "SELECT 1 FROM "+table+" LIMIT 0"); err != nil {
+		return fmt.Errorf("first load of %s: lock the source table: %w", l.src.Table.Ident, err)
+	}
+	heaps, err := source.Heaps(ctx, first.src, table)
+	if err != nil {
+		return fmt.Errorf("first load of %s: %w", l.src.Table.Ident, err)
+	}
+	xmin, xmax, err := snapshotXids(ctx, first.src, version)
+	if err != nil {
+		return fmt.Errorf("first load of %s: %w", l.src.Table.Ident, err)
+	}
+	runs := 0
 	if l.fl != nil {
 		// Rows the crashed process committed may be copied again, from this
 		// newer snapshot (and a row may have moved to another chunk since):
@@ -250,6 +270,13 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 		if empty {
 			l.log.Warn("the copy is empty while a first load was under way: it starts again", "copy", l.target)
 			l.fl = nil
+		} else if why := l.changed(heaps, xmax); why != "" {
+			// Resuming would read block ranges of another layout: rows
+			// moved into the chunks done would never be read. Every chunk
+			// is read again, from this snapshot, upserted into the copy.
+			l.log.Warn("the first load starts again: "+why, "table", l.src.Table.Ident.String(), "copy", l.target,
+				"chunks_done_before", len(l.fl.Chunks)-notDone(l.fl))
+			runs, l.fl = l.fl.Runs, nil
 		}
 		l.upsert = !empty
 	}
@@ -268,8 +295,17 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	}
 	if resumed {
 		l.fl.Runs++
+		// Row versions created since the load's first snapshot may lie in
+		// the chunks done (an update that keeps the cursor moves a row
+		// there from a chunk not done, into space VACUUM freed): those
+		// chunks are read again for such versions.
+		for i, ch := range l.fl.Chunks {
+			if ch.Done {
+				l.reread = append(l.reread, i)
+			}
+		}
 	} else {
-		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: 1}
+		fl := &watermark.FirstLoad{Before: before, Started: time.Now().UTC(), Runs: runs + 1, Heaps: heaps, Xmin: xmin}
 		if fl.Cursor, err = l.maxCursor(ctx, first.src); err != nil {
 			return err
 		}
@@ -283,7 +319,7 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	}); err != nil {
 		return err
 	}
-	todo := notDone(fl)
+	todo := notDone(fl) + len(l.reread)
 	if more := min(l.opt.Workers, todo) - len(l.conns); more > 0 {
 		if err := l.openMore(ctx, more); err != nil {
 			return err
@@ -294,9 +330,60 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 			return fmt.Errorf("first load of %s: import the snapshot: %w", l.src.Table.Ident, err)
 		}
 	}
-	l.log.Info("first load", "table", l.src.Table.Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", todo,
-		"workers", len(l.conns), "resumed", resumed, "binary", l.binary)
+	l.log.Info("first load", "table", l.src.Table.Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", notDone(fl),
+		"rereads", len(l.reread), "workers", len(l.conns), "resumed", resumed, "binary", l.binary)
 	return nil
+}
+
+// xidHorizon is how many transactions may separate a resumed load from its
+// first snapshot: age() compares 32-bit transaction ids, exact within 2^31.
+const xidHorizon = 1 << 30
+
+// changed says why a resumed load must not go on from its chunks done (""
+// when it may): the source is not the heap they are block ranges of, or
+// the load's xmin is too old to tell newer row versions apart. xmax is the
+// current snapshot's.
+func (l *loader) changed(heaps []watermark.LoadHeap, xmax uint64) string {
+	fl, t := l.fl, l.src.Table.Ident
+	switch {
+	case len(fl.Heaps) == 0 || fl.Xmin == 0:
+		return fmt.Sprintf("it was begun by a syncd that did not record which heap of %s it reads", t)
+	case fl.Heaps[0].OID != heaps[0].OID:
+		return fmt.Sprintf("%s was dropped and created again since it began (OID %d, now %d)", t, fl.Heaps[0].OID, heaps[0].OID)
+	case len(fl.Heaps) != len(heaps):
+		return fmt.Sprintf("the inheritance children of %s changed since it began (%d heaps, now %d)", t, len(fl.Heaps), len(heaps))
+	case xmax > fl.Xmin+xidHorizon:
+		return fmt.Sprintf("%d transactions ran on the source since it began, too many to tell which row versions of %s are newer", xmax-fl.Xmin, t)
+	}
+	for i, h := range heaps {
+		was := fl.Heaps[i]
+		switch {
+		case was.OID != h.OID:
+			return fmt.Sprintf("the inheritance children of %s changed since it began", t)
+		case was.Filenode != h.Filenode:
+			what := t.String()
+			if i > 0 {
+				what = fmt.Sprintf("the inheritance child (OID %d) of %s", h.OID, t)
+			}
+			return fmt.Sprintf("%s was rewritten since it began (relfilenode %d, now %d: CLUSTER, VACUUM FULL, pg_repack, a rewriting ALTER TABLE or TRUNCATE), so the chunks done no longer hold what was copied from them",
+				what, was.Filenode, h.Filenode)
+		}
+	}
+	return ""
+}
+
+// snapshotXids returns the xmin and xmax of conn's transaction snapshot as
+// 64-bit transaction ids.
+func snapshotXids(ctx context.Context, conn *pgx.Conn, version int) (xmin, xmax uint64, err error) {
+	q := "SELECT pg_snapshot_xmin(s)::text::int8, pg_snapshot_xmax(s)::text::int8 FROM pg_current_snapshot() s"
+	if version < 130000 {
+		q = "SELECT txid_snapshot_xmin(s), txid_snapshot_xmax(s) FROM txid_current_snapshot() s"
+	}
+	var lo, hi int64
+	if err := conn.QueryRow(ctx, q).Scan(&lo, &hi); err != nil {
+		return 0, 0, fmt.Errorf("read the snapshot's transaction ids: %w", err)
+	}
+	return uint64(lo), uint64(hi), nil
 }
 
 // notDone is how many chunks of fl are left.
@@ -421,20 +508,34 @@ func planChunks(blocks int64, size uint32, tidOK bool) []watermark.LoadChunk {
 	return chunks
 }
 
-// run copies the chunks not done, one per worker at a time, until all are
-// done, one fails, or Stop says to stop (chunks in flight still commit).
+// job is a chunk to copy, or (reread) a chunk done by an earlier process
+// to read again for the row versions created since the load began.
+type job struct {
+	i      int
+	reread bool
+}
+
+// run re-reads the chunks done before and copies the chunks not done, one
+// per worker at a time, until all are done, one fails, or Stop says to
+// stop (chunks in flight still commit).
 func (l *loader) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	next := make(chan int)
+	next := make(chan job)
 	go func() {
 		defer close(next)
+		jobs := make([]job, 0, len(l.fl.Chunks))
+		for _, i := range l.reread {
+			jobs = append(jobs, job{i: i, reread: true})
+		}
 		for i, ch := range l.fl.Chunks {
-			if ch.Done {
-				continue
+			if !ch.Done {
+				jobs = append(jobs, job{i: i})
 			}
+		}
+		for _, j := range jobs {
 			select {
-			case next <- i:
+			case next <- j:
 			case <-ctx.Done():
 				return
 			case <-l.o.Stop:
@@ -447,8 +548,8 @@ func (l *loader) run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range next {
-				if err := l.chunk(ctx, &l.conns[w], i); err != nil {
+			for j := range next {
+				if err := l.chunk(ctx, &l.conns[w], j); err != nil {
 					// A lock timeout names the copy and who holds it.
 					cancel(sink.Explain(ctx, l.conns[w].dst, l.o.Config, []string{l.o.Config.Sink.Ident.String()}, err))
 					return
@@ -469,10 +570,23 @@ func (l *loader) run(ctx context.Context) error {
 	return nil
 }
 
-// chunk copies chunk i in one sink transaction and then records it.
-func (l *loader) chunk(ctx context.Context, w *loadConn, i int) error {
+// chunk copies chunk j.i in one sink transaction and then records it; a
+// re-read copies only the chunk's row versions created by a transaction
+// at or past the load's first snapshot's xmin (every other visible version
+// was in the same block then, and visible, so the chunk copied it), and
+// records nothing.
+func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
+	i := j.i
 	ch := l.fl.Chunks[i]
 	conds := l.where
+	if j.reread {
+		// age() counts back from the same transaction id for both sides: a
+		// version is newer when it is younger than the load's xmin (exact
+		// while fewer than 2^31 transactions separate them, see changed; a
+		// frozen version of a permanent id is infinitely old, and one whose
+		// 32-bit id wrapped at worst is copied again).
+		conds = join(fmt.Sprintf("age(xmin) <= age('%d'::xid)", uint32(l.fl.Xmin)), conds)
+	}
 	if ch.From > 0 || ch.To > 0 {
 		r := fmt.Sprintf("ctid >= '(%d,0)'::tid", ch.From)
 		if ch.To > 0 {
@@ -506,6 +620,9 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, i int) error {
 		}
 		n, err := pipe(ctx, w.src, out, tx.Conn(), into)
 		if err != nil {
+			if j.reread {
+				return fmt.Errorf("re-read chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table.Ident, l.target, err)
+			}
 			return fmt.Errorf("copy chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table.Ident, l.target, err)
 		}
 		rows = n
@@ -518,6 +635,9 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, i int) error {
 	})
 	if err != nil {
 		return err
+	}
+	if j.reread {
+		return l.counted(rows, i, ch)
 	}
 	if l.opt.AfterChunk != nil {
 		if err := l.opt.AfterChunk(i); err != nil {
@@ -546,6 +666,29 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, i int) error {
 		l.o.OnPage(PageStats{Rows: rows, Written: rows})
 	}
 	l.log.Debug("first load chunk committed", "chunk", i, "blocks_from", ch.From, "blocks_to", blockEnd(ch.To), "rows", rows)
+	return nil
+}
+
+// counted counts the rows a committed re-read of chunk i wrote.
+func (l *loader) counted(rows int64, i int, ch watermark.LoadChunk) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rows > 0 {
+		err := l.o.Store.Update(l.o.Config.Name, func(st *watermark.State) error {
+			st.TotalRead += rows
+			st.TotalWritten += rows
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	l.res.Rows += rows
+	l.res.Written += rows
+	if l.o.OnPage != nil {
+		l.o.OnPage(PageStats{Rows: rows, Written: rows})
+	}
+	l.log.Debug("first load chunk re-read", "chunk", i, "blocks_from", ch.From, "blocks_to", blockEnd(ch.To), "rows", rows)
 	return nil
 }
 

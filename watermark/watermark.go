@@ -150,6 +150,27 @@ type FirstLoad struct {
 	Chunks  []LoadChunk `json:"chunks"`
 	// Runs counts the processes that started on this load (1: never resumed).
 	Runs int `json:"runs"`
+	// Heaps identifies the heaps the load's chunks are block ranges of: the
+	// source table and every inheritance child its reads scan, each with
+	// the file its rows were in when the load began (nil: a load begun by
+	// a syncd that did not record them). A run that finds another table
+	// under the name, or another file (CLUSTER, VACUUM FULL, pg_repack, a
+	// rewriting ALTER TABLE, TRUNCATE), starts the load again: the blocks
+	// of the chunks done no longer hold what was copied from them.
+	Heaps []LoadHeap `json:"heaps,omitempty"`
+	// Xmin is the xmin of the load's first snapshot, a 64-bit transaction
+	// id (0: not recorded). Every row version the chunks done did not see
+	// was created by a transaction at or past it, so a resumed load
+	// re-reads those in the chunks done: an update that leaves the cursor
+	// alone may have put a row of a chunk not done there.
+	Xmin uint64 `json:"xmin,omitempty"`
+}
+
+// LoadHeap is one heap a first load reads: the relation's OID and its
+// relfilenode (pg_relation_filenode; 0 for a relation without storage).
+type LoadHeap struct {
+	OID      uint32 `json:"oid"`
+	Filenode uint32 `json:"filenode"`
 }
 
 // LoadChunk is a range of heap blocks [From, To) of the source table (To 0:
