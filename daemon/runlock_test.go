@@ -235,16 +235,29 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 	f.table(t, "src", 40)
 	f.db.Exec(t, `CREATE TABLE src_b (LIKE src INCLUDING ALL)`)
 	f.db.Exec(t, `INSERT INTO src_b SELECT * FROM src WHERE id % 2 = 0`)
+	// gate() blocks the first source's page until the test lets it go:
+	// its run holds its run lock for as long as the test needs, however
+	// slow the machine.
+	f.db.Exec(t, `CREATE FUNCTION gate() RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT true FROM pg_advisory_lock_shared(4242)'`)
+	ctx := context.Background()
+	gate, err := f.db.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_lock(4242)"); err != nil {
+		t.Fatal(err)
+	}
 	f.dir = t.TempDir()
-	pathA := f.source(t, "orders.yaml", "orders", "src", "copy_a", "page_size: 10\nwhere: slow(50)")
+	pathA := f.source(t, "orders.yaml", "orders", "src", "copy_a", "page_size: 10\nwhere: gate()")
 	f.dir = t.TempDir()
 	pathB := f.source(t, "orders.yaml", "orders", "src_b", "copy_b", "page_size: 10")
 	dir := t.TempDir()
 	a := start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
-	// a's run takes about 2 s (50 ms a row); b runs while a holds its lock.
-	testutil.Eventually(t, 10*time.Second, "the first source to hold its run lock", func() bool {
+	// a holds its run lock and waits at the gate; b runs meanwhile.
+	testutil.Eventually(t, 2*time.Minute, "the first source to wait at the gate", func() bool {
 		var n int
-		_ = f.db.Pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&n)
+		_ = f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = 4242`).Scan(&n)
 		return n > 0
 	})
 	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", pathB, "--state", filepath.Join(dir, "b.db"))
@@ -257,7 +270,10 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 	default:
 	}
 	f.requireEqual(t, "src_b", "copy_b")
-	if c := a.Wait(t, 30*time.Second).Code; c != 0 {
+	if _, err := gate.Exec(ctx, "SELECT pg_advisory_unlock(4242)"); err != nil {
+		t.Fatal(err)
+	}
+	if c := a.Wait(t, 2*time.Minute).Code; c != 0 {
 		t.Fatalf("first source: exit %d:\n%s", c, a.Output.String())
 	}
 	f.requireEqual(t, "src", "copy_a")
