@@ -49,6 +49,7 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	if err != nil {
 		return nil, err
 	}
+	r.source = &id
 	mine := catalog.Record{Copy: c.Sink.Ident.String(), SourceName: c.Name, Source: id, Cursor: r.st.Cursor,
 		Writer: writerName(), StateFile: r.o.Store.Path(), ResyncedAt: r.st.ResyncedAt.Truncate(time.Microsecond)}
 	rec, created, err := catalog.Claim(ctx, conn, mine)
@@ -74,12 +75,13 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 		rec.Source = id // moved to another table by the resync followed above
 	}
 	known := rec.Source
+	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
-	if !slices.Equal(rec.Source.Columns, id.Columns) {
-		rec.Source.Columns = id.Columns // the schema is followed by the state file's record
-	}
-	if err := catalog.Update(ctx, conn, rec, moved); err != nil {
-		return nil, err
+	rec.Source.Columns = id.Columns // the schema itself is followed by the state file's record
+	if changed { // an idle run of a daemon writes nothing here
+		if err := catalog.Update(ctx, conn, rec, moved); err != nil {
+			return nil, err
+		}
 	}
 	rs.Record(mine.Copy)
 	rec.Source = known
@@ -170,10 +172,7 @@ func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog
 		return nil
 	}
 	conn := sink.LockConn(r.dst)
-	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
-	if err != nil {
-		return err
-	}
+	id := *r.source
 	old := rec.Source
 	if old.OID == id.OID && old.Heap == id.Heap {
 		return nil

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/plan"
@@ -204,6 +205,9 @@ type runner struct {
 	// once, without the final flush.
 	keepMarks bool
 	closers   []func(context.Context) // undone in reverse when the run ends
+	// source is the source table's identity as claim read it (nil: the
+	// sink keeps no catalog).
+	source *catalog.Source
 }
 
 // run is one run: open (source, bound, sink, lock, prepare), the page
