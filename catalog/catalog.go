@@ -136,11 +136,13 @@ INSERT INTO syncd.catalog_version (version) VALUES (1) ON CONFLICT (one) DO NOTH
 // existing schema syncd the role may create tables in).
 func Ensure(ctx context.Context, conn *pgx.Conn) error {
 	v, err := version(ctx, conn)
-	if err == nil && v == Version {
+	switch {
+	case err == nil && v == Version:
 		return nil
-	}
-	if err == nil && v > Version {
+	case err == nil && v > Version:
 		return fmt.Errorf("%w (format %d; this build knows %d): upgrade syncd", ErrNewer, v, Version)
+	case err != nil && !errors.Is(err, errNoCatalog):
+		return createError(ctx, conn, err)
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('syncd catalog', 0))"); err != nil {
@@ -166,21 +168,22 @@ func Ensure(ctx context.Context, conn *pgx.Conn) error {
 	return nil
 }
 
-// version reads the catalog's version; an error when there is none.
+// version reads the catalog's version, in one round trip; an error when
+// there is none.
 func version(ctx context.Context, conn *pgx.Conn) (int, error) {
 	var v int
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('syncd.catalog_version') IS NOT NULL AND to_regclass('syncd.copies') IS NOT NULL").Scan(&exists); err != nil {
-		return 0, fmt.Errorf("look for the syncd catalog: %w", err)
+	err := conn.QueryRow(ctx, "SELECT version FROM syncd.catalog_version").Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
+		return 0, errNoCatalog
 	}
-	if !exists {
-		return 0, errors.New("no catalog")
-	}
-	if err := conn.QueryRow(ctx, "SELECT version FROM syncd.catalog_version").Scan(&v); err != nil {
+	if err != nil {
 		return 0, fmt.Errorf("read the syncd catalog's version: %w", err)
 	}
 	return v, nil
 }
+
+var errNoCatalog = errors.New("no syncd catalog")
 
 // createError explains a catalog that could not be created, naming the
 // privilege the sink role lacks.
@@ -189,7 +192,7 @@ func createError(ctx context.Context, conn *pgx.Conn, err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 		var role, db string
 		_ = conn.QueryRow(ctx, "SELECT current_user, current_database()").Scan(&role, &db)
-		return fmt.Errorf("create syncd's catalog (schema syncd) in the sink database %s: %w; syncd records there which source writes each copy: run GRANT CREATE ON DATABASE %s TO %s, or have an owner run CREATE SCHEMA syncd AUTHORIZATION %s",
+		return fmt.Errorf("use syncd's catalog (schema syncd) in the sink database %s: %w; syncd records there which source writes each copy: run GRANT CREATE ON DATABASE %s TO %s, or have an owner run CREATE SCHEMA syncd AUTHORIZATION %s (or grant it USAGE ON SCHEMA syncd and SELECT, INSERT, UPDATE, DELETE ON syncd.copies, SELECT ON syncd.catalog_version; docs/PRIVILEGES.md)",
 			db, err, pgutil.Ident(db), pgutil.Ident(role), pgutil.Ident(role))
 	}
 	return fmt.Errorf("create syncd's catalog (schema syncd) in the sink database: %w", err)
@@ -217,8 +220,10 @@ func scan(row pgx.Row) (Record, error) {
 // Read returns the record of copy; found is false when there is none (or
 // no catalog at all: Read never creates it).
 func Read(ctx context.Context, conn *pgx.Conn, copy string) (rec Record, found bool, err error) {
-	if _, err := version(ctx, conn); err != nil {
+	if _, err := version(ctx, conn); errors.Is(err, errNoCatalog) {
 		return Record{}, false, nil
+	} else if err != nil {
+		return Record{}, false, err
 	}
 	rec, err = scan(conn.QueryRow(ctx, "SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", copy))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -242,7 +247,13 @@ func Claim(ctx context.Context, conn *pgx.Conn, rec Record) (Record, bool, error
 	if !rec.ResyncedAt.IsZero() {
 		resynced = &rec.ResyncedAt
 	}
-	var out Record
+	out, err := scan(conn.QueryRow(ctx, "SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", rec.Copy))
+	if err == nil {
+		return out, false, nil // the common case: one round trip
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return Record{}, false, fmt.Errorf("read the syncd catalog's record of %s: %w", rec.Copy, err)
+	}
 	var created bool
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `INSERT INTO syncd.copies (copy_table, source_name, source, cursor, writer, state_file, resynced_at)
@@ -320,8 +331,10 @@ func literal(s string) string {
 // Release removes the record of copy, so that another source may write
 // it; it reports whether there was one.
 func Release(ctx context.Context, conn *pgx.Conn, copy string) (bool, error) {
-	if _, err := version(ctx, conn); err != nil {
+	if _, err := version(ctx, conn); errors.Is(err, errNoCatalog) {
 		return false, nil
+	} else if err != nil {
+		return false, err
 	}
 	tag, err := pgutil.ExecDurable(ctx, conn, "DELETE FROM syncd.copies WHERE copy_table = $1", copy)
 	if err != nil {
