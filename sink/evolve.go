@@ -108,3 +108,30 @@ func (s *Postgres) Backfill(ctx context.Context, key, cols, types []string, rows
 	}
 	return changed, nil
 }
+
+// ColumnNums maps each column of the copy to its attnum, which a rename
+// keeps and a drop and re-add changes; it is empty when the copy does not
+// exist yet.
+func (s *Postgres) ColumnNums(ctx context.Context) (map[string]int16, error) {
+	rows, err := s.conn.Query(ctx, `
+SELECT a.attname::text, a.attnum
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')
+  AND a.attnum > 0 AND NOT a.attisdropped`, s.table.Schema, s.table.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read column numbers of sink table %s: %w", s.table, err)
+	}
+	out := map[string]int16{}
+	var name string
+	var num int16
+	_, err = pgx.ForEachRow(rows, []any{&name, &num}, func() error {
+		out[name] = num
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read column numbers of sink table %s: %w", s.table, err)
+	}
+	return out, nil
+}
