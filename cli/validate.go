@@ -243,6 +243,21 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 			notes = append(notes, ch.Say+": the next run follows it in the copy (schema_changes: evolve)")
 		}
 	}
+	// Domains the copy's columns use, which the next run changes as the
+	// source changed them (or stops at).
+	domains, err := dst.DomainChanges(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, d := range domains {
+		if d.Refuse != "" {
+			refused = append(refused, d.Refuse)
+			continue
+		}
+		fix := strings.Join(d.Stmts, "; ")
+		changes = append(changes, fmt.Sprintf("%s (run `%s` on the sink)", d.Say, fix))
+		notes = append(notes, fmt.Sprintf("%s: the next run runs `%s` (schema_changes: evolve)", d.Say, fix))
+	}
 	var cols []page.Column
 	names := map[string]bool{}
 	for _, col := range t.Columns {

@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -134,4 +135,130 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')
 		return nil, fmt.Errorf("read column numbers of sink table %s: %w", s.table, err)
 	}
 	return out, nil
+}
+
+// checkDef is a check constraint's definition without NOT VALID: a domain
+// constraint the copy took NOT VALID (its values are the source's, checked
+// there) is the same constraint.
+func checkDef(def string) string { return strings.TrimSuffix(def, " NOT VALID") }
+
+// checkDefs are defs by checkDef, sorted.
+func checkDefs(defs []string) []string {
+	out := make([]string, len(defs))
+	for i, d := range defs {
+		out[i] = checkDef(d)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// DomainChange is a domain of the sink that differs from the source's
+// domain of the same name, which the copy's columns use.
+type DomainChange struct {
+	Domain string // its qualified name
+	Say    string // how it differs
+	// Stmts are the ALTER DOMAIN statements that make it the source's;
+	// Refuse, when set, is why it cannot be changed in place, with the fix.
+	Stmts  []string
+	Refuse string
+}
+
+// DomainChanges compares the domains the source's columns use (as given
+// to UseSourceSchema) with the sink's same-named domains: their CHECK
+// constraints, NOT NULL and default, which ALTER DOMAIN can change, and
+// their base type, which it cannot. A domain the sink lacks is not listed
+// (the copy's creation or Alter creates it).
+func (s *Postgres) DomainChanges(ctx context.Context) ([]DomainChange, error) {
+	var out []DomainChange
+	for _, ut := range s.srcTypes {
+		if ut.Kind != 'd' {
+			continue
+		}
+		have, found, err := readSinkType(ctx, s.conn, ut.Schema, ut.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !found || have.kind != "d" {
+			continue
+		}
+		diff := typeDiff(ut, have)
+		if diff == "" {
+			continue
+		}
+		qn := pgutil.Qualified(ut.Schema, ut.Name)
+		ch := DomainChange{Domain: qn, Say: fmt.Sprintf("domain %s differs in the sink from the source's: %s", qn, diff)}
+		if ut.Base != have.base {
+			ch.Refuse = fmt.Sprintf("%s; a domain's base type cannot be changed in place: recreate %s in the sink as `%s` with the copy's columns that use it (or drop the copy for syncd to create it again)",
+				ch.Say, qn, createType(qn, ut))
+			out = append(out, ch)
+			continue
+		}
+		rows, err := s.conn.Query(ctx, `
+SELECT k.conname::text, pg_get_constraintdef(k.oid)
+FROM pg_constraint k JOIN pg_type t ON t.oid = k.contypid JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = $1 AND t.typname = $2 AND k.contype = 'c' ORDER BY k.conname`, ut.Schema, ut.Name)
+		if err != nil {
+			return nil, fmt.Errorf("read constraints of domain %s in the sink: %w", qn, err)
+		}
+		sinkChecks := map[string]string{} // definition -> name
+		var name, def string
+		if _, err := pgx.ForEachRow(rows, []any{&name, &def}, func() error { sinkChecks[checkDef(def)] = name; return nil }); err != nil {
+			return nil, fmt.Errorf("read constraints of domain %s in the sink: %w", qn, err)
+		}
+		alter := "ALTER DOMAIN " + qn + " "
+		var drops, adds []string
+		kept := map[string]bool{}
+		for d, n := range sinkChecks {
+			if slices.ContainsFunc(ut.Checks, func(c string) bool { return checkDef(c) == d }) {
+				kept[n] = true
+			} else {
+				drops = append(drops, alter+"DROP CONSTRAINT "+pgutil.Ident(n))
+			}
+		}
+		slices.Sort(drops)
+		for i, c := range ut.Checks {
+			if _, ok := sinkChecks[checkDef(c)]; ok {
+				continue
+			}
+			n := ut.Name + "_check"
+			if i < len(ut.CheckNames) {
+				n = ut.CheckNames[i]
+			}
+			if kept[n] {
+				n += "_source"
+			}
+			// NOT VALID: the copy's values are the source's, which the
+			// source checked; rows it no longer has are not rejected.
+			adds = append(adds, alter+"ADD CONSTRAINT "+pgutil.Ident(n)+" "+checkDef(c)+" NOT VALID")
+		}
+		ch.Stmts = append(drops, adds...)
+		if ut.NotNull != have.notNull {
+			if ut.NotNull {
+				ch.Stmts = append(ch.Stmts, alter+"SET NOT NULL")
+			} else {
+				ch.Stmts = append(ch.Stmts, alter+"DROP NOT NULL")
+			}
+		}
+		if ut.Default != have.def {
+			if ut.Default == "" {
+				ch.Stmts = append(ch.Stmts, alter+"DROP DEFAULT")
+			} else {
+				ch.Stmts = append(ch.Stmts, alter+"SET DEFAULT "+ut.Default)
+			}
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// AlterDomains runs the statements of DomainChanges in one transaction.
+func (s *Postgres) AlterDomains(ctx context.Context, stmts []string) error {
+	return pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
+		for _, q := range stmts {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return fmt.Errorf("change a domain of the copy %s (%s): %w", s.table, q, err)
+			}
+		}
+		return nil
+	})
 }

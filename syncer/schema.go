@@ -29,6 +29,9 @@ const (
 	ChangeTypeChanged   = "type_changed"
 	ChangeColumnRenamed = "column_renamed"
 	ChangeKeyChanged    = "key_changed"
+	// ChangeDomainChanged: a domain the copy's columns use has other
+	// CHECK constraints, NOT NULL, default or base type in the source.
+	ChangeDomainChanged = "domain_changed"
 )
 
 // schemaChange is one difference between the source and the copy.
@@ -104,6 +107,23 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 			}
 		}
 	}
+	// Domains the columns use: a CHECK widened in the source would make
+	// the copy reject the source's values on every run.
+	domains, err := pg.DomainChanges(ctx)
+	if err != nil {
+		return kinds, err
+	}
+	var domainStmts []string
+	for _, d := range domains {
+		kinds = append(kinds, ChangeDomainChanged)
+		if d.Refuse != "" {
+			refused = append(refused, d.Refuse+" and syncd goes on")
+			continue
+		}
+		said = append(said, d.Say)
+		hand = append(hand, strings.Join(d.Stmts, "; "))
+		domainStmts = append(domainStmts, d.Stmts...)
+	}
 	var stop error
 	switch {
 	case len(refused) > 0:
@@ -115,7 +135,7 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 		}
 		how := "change the copy by hand"
 		if len(hand) == len(said) {
-			how = fmt.Sprintf("change the copy by hand (run `%s` on the sink; syncd then fills the columns from the source)", strings.Join(hand, "; "))
+			how = fmt.Sprintf("change the copy by hand (run `%s` on the sink; syncd then goes on, and fills a column added there from the source)", strings.Join(hand, "; "))
 		}
 		stop = fmt.Errorf("%w: %s; the copy %s was not changed because schema_changes is fail (%s): %s, or set schema_changes: evolve for syncd to follow it",
 			ErrSchemaChange, strings.Join(said, "; "), c.Sink.Table, loc, how)
@@ -129,6 +149,14 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 			}
 		}
 		return kinds, stop
+	}
+	if len(domainStmts) > 0 {
+		if err := pg.AlterDomains(ctx, domainStmts); err != nil {
+			return kinds, err
+		}
+		for _, d := range domains {
+			log.Warn("source schema changed; the copy follows", "change", ChangeDomainChanged, "domain", d.Domain, "what", d.Say, "sql", strings.Join(d.Stmts, "; "))
+		}
 	}
 	var clauses, fill, dropped []string
 	for _, ch := range changes {
