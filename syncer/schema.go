@@ -192,8 +192,12 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 	}
 	// Rows the copy already holds get the added columns' values by a
 	// backfill; a copy still to be filled from the start gets them anyway.
+	// So does an unfinished first load (FirstLoad set, no watermark yet):
+	// the chunks it loaded are backfilled now, before it resumes (it does
+	// not resume while a backfill is left), and the chunks left are
+	// loaded with the new columns.
 	backfill := st.Backfill
-	if len(fill) > 0 && (st.Cursor != nil || st.From != "") {
+	if len(fill) > 0 && (st.Cursor != nil || st.From != "" || st.FirstLoad != nil) {
 		cols := fill
 		if backfill != nil {
 			cols = slices.Clone(backfill.Columns)
