@@ -52,7 +52,8 @@ func (s *Postgres) Alter(ctx context.Context, clauses []string) (string, error) 
 				return fmt.Errorf("change the copy %s (%s): %w", s.table, c, err)
 			}
 		}
-		return nil
+		// The state file records the change once this returns.
+		return pgutil.Durable(ctx, tx)
 	})
 	if err != nil {
 		return q, err
@@ -64,8 +65,10 @@ func (s *Postgres) Alter(ctx context.Context, clauses []string) (string, error) 
 // Backfill writes the values of cols into the copy's rows with the same
 // key, from rows of text (the key columns' text first, then cols'),
 // changing only rows whose values differ; types are the copy's types of
-// key and then cols. It commits before it returns and reports the rows
-// it changed.
+// key and then cols. It commits durably before it returns (whatever
+// synchronous_commit the sink sets: the caller records the backfill's
+// progress next, as the run loop writes a page's watermark only once the
+// page is durable) and reports the rows it changed.
 func (s *Postgres) Backfill(ctx context.Context, key, cols, types []string, rows [][]*string) (int64, error) {
 	if len(rows) == 0 {
 		return 0, nil
@@ -101,8 +104,11 @@ func (s *Postgres) Backfill(ctx context.Context, key, cols, types []string, rows
 	var changed int64
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, q, arrays...)
+		if err != nil {
+			return err
+		}
 		changed = tag.RowsAffected()
-		return err
+		return pgutil.Durable(ctx, tx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("backfill %s into the copy %s: %w", strings.Join(cols, ", "), s.table, err)
@@ -259,6 +265,6 @@ func (s *Postgres) AlterDomains(ctx context.Context, stmts []string) error {
 				return fmt.Errorf("change a domain of the copy %s (%s): %w", s.table, q, err)
 			}
 		}
-		return nil
+		return pgutil.Durable(ctx, tx)
 	})
 }

@@ -475,7 +475,8 @@ func runBackfill(ctx context.Context, o Options, src *source.Reader, pg *sink.Po
 			}
 		}
 		done := len(rows) < c.Source.PageSize
-		log.Debug("backfill page applied", "rows", len(rows), "changed", n, "after", b.After)
+		// The page has committed durably (pg.Backfill): its progress may
+		// be recorded.
 		err = o.Store.Update(c.Name, func(s *watermark.State) error {
 			if done {
 				s.Backfill = nil
@@ -488,6 +489,7 @@ func runBackfill(ctx context.Context, o Options, src *source.Reader, pg *sink.Po
 		if err != nil {
 			return err
 		}
+		log.Debug("backfill page applied", "rows", len(rows), "changed", n, "after", b.After)
 		if done {
 			log.Info("backfill done", "columns", strings.Join(b.Columns, ","), "rows", b.Rows, "changed", changed)
 			return nil
