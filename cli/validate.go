@@ -243,12 +243,17 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 			notes = append(notes, ch.Say+": the next run follows it in the copy (schema_changes: evolve)")
 		}
 	}
-	// Domains the copy's columns use, which the next run changes as the
-	// source changed them (or stops at).
+	// Domains and enums the copy's columns use, which the next run
+	// changes as the source changed them (or stops at).
 	domains, err := dst.DomainChanges(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
+	enums, err := dst.EnumChanges(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	domains = append(enums, domains...)
 	for _, d := range domains {
 		if d.Refuse != "" {
 			refused = append(refused, d.Refuse)

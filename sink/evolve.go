@@ -158,13 +158,14 @@ func checkDefs(defs []string) []string {
 	return out
 }
 
-// DomainChange is a domain of the sink that differs from the source's
-// domain of the same name, which the copy's columns use.
-type DomainChange struct {
-	Domain string // its qualified name
-	Say    string // how it differs
-	// Stmts are the ALTER DOMAIN statements that make it the source's;
-	// Refuse, when set, is why it cannot be changed in place, with the fix.
+// TypeChange is a domain (or an enum) of the sink that differs from the
+// source's type of the same name, which the copy's columns use.
+type TypeChange struct {
+	Type string // its qualified name
+	Say  string // how it differs
+	// Stmts are the ALTER DOMAIN (ALTER TYPE) statements that make it the
+	// source's; Refuse, when set, is why it cannot be changed in place,
+	// with the fix.
 	Stmts  []string
 	Refuse string
 }
@@ -174,8 +175,8 @@ type DomainChange struct {
 // constraints, NOT NULL and default, which ALTER DOMAIN can change, and
 // their base type, which it cannot. A domain the sink lacks is not listed
 // (the copy's creation or Alter creates it).
-func (s *Postgres) DomainChanges(ctx context.Context) ([]DomainChange, error) {
-	var out []DomainChange
+func (s *Postgres) DomainChanges(ctx context.Context) ([]TypeChange, error) {
+	var out []TypeChange
 	for _, ut := range s.srcTypes {
 		if ut.Kind != 'd' {
 			continue
@@ -192,9 +193,9 @@ func (s *Postgres) DomainChanges(ctx context.Context) ([]DomainChange, error) {
 			continue
 		}
 		qn := pgutil.Qualified(ut.Schema, ut.Name)
-		ch := DomainChange{Domain: qn, Say: fmt.Sprintf("domain %s differs in the sink from the source's: %s", qn, diff)}
+		ch := TypeChange{Type: qn, Say: fmt.Sprintf("domain %s differs in the sink from the source's: %s", qn, diff)}
 		if ut.Base != have.base {
-			ch.Refuse = fmt.Sprintf("%s; a domain's base type cannot be changed in place: recreate %s in the sink as `%s` with the copy's columns that use it (or drop the copy for syncd to create it again)",
+			ch.Refuse = fmt.Sprintf("%s; a domain's base type cannot be changed in place: recreate %s in the sink as `%s` with the copy's columns that use it, or drop the copy for syncd to create it again; then syncd goes on",
 				ch.Say, qn, createType(qn, ut))
 			out = append(out, ch)
 			continue
@@ -257,14 +258,104 @@ WHERE n.nspname = $1 AND t.typname = $2 AND k.contype = 'c' ORDER BY k.conname`,
 	return out, nil
 }
 
-// AlterDomains runs the statements of DomainChanges in one transaction.
-func (s *Postgres) AlterDomains(ctx context.Context, stmts []string) error {
+// AlterTypes runs the statements of EnumChanges and DomainChanges in one
+// transaction.
+func (s *Postgres) AlterTypes(ctx context.Context, stmts []string) error {
 	return pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("change a domain of the copy %s (%s): %w", s.table, q, err)
+				return fmt.Errorf("change a type of the copy %s (%s): %w", s.table, q, err)
 			}
 		}
 		return pgutil.Durable(ctx, tx)
 	})
+}
+
+// EnumChanges lists the enums the source's columns use whose labels were
+// renamed in the source (ALTER TYPE ... RENAME VALUE): the sink's enum of
+// the same name has labels the source no longer has where the source has
+// new ones. PostgreSQL never removes a label, so a label of the sink's
+// enum that the source lacks was renamed there; the copy's rows still show
+// the old name until the sink's label is renamed too (which renames it in
+// every row at once). Labels added in the source are not listed: Prepare
+// adds them. A type is listed as a TypeChange with the RENAME VALUE
+// statements, or with Refuse when the renames cannot be told from added
+// labels.
+func (s *Postgres) EnumChanges(ctx context.Context) ([]TypeChange, error) {
+	var out []TypeChange
+	for _, ut := range s.srcTypes {
+		if ut.Kind != 'e' {
+			continue
+		}
+		have, found, err := readSinkType(ctx, s.conn, ut.Schema, ut.Name)
+		if err != nil {
+			return nil, err
+		}
+		if !found || have.kind != "e" {
+			continue
+		}
+		pairs, unpaired := enumRenames(ut.Labels, have.labels)
+		if len(pairs) == 0 && len(unpaired) == 0 {
+			continue
+		}
+		qn := pgutil.Qualified(ut.Schema, ut.Name)
+		ch := TypeChange{Type: qn}
+		var said []string
+		for _, p := range pairs {
+			said = append(said, fmt.Sprintf("%s to %s", literal(p[0]), literal(p[1])))
+			ch.Stmts = append(ch.Stmts, "ALTER TYPE "+qn+" RENAME VALUE "+literal(p[0])+" TO "+literal(p[1]))
+		}
+		if len(unpaired) > 0 {
+			ch.Say = fmt.Sprintf("enum %s of the sink has labels the source no longer has (%s) and the source has labels in their place that cannot be paired with them one to one (source labels %s)",
+				qn, strings.Join(unpaired, ", "), strings.Join(ut.Labels, ", "))
+			ch.Refuse = ch.Say + "; rename each on the sink as the source renamed it (ALTER TYPE " + qn + " RENAME VALUE 'old' TO 'new'); the copy's rows hold the old names until then; then syncd goes on"
+		} else {
+			ch.Say = fmt.Sprintf("enum %s had labels renamed in the source (%s)", qn, strings.Join(said, ", "))
+		}
+		out = append(out, ch)
+	}
+	return out, nil
+}
+
+// enumRenames pairs the labels of the sink's enum dst that the source's
+// enum src no longer has with the labels src has in their place: between
+// the same two labels both have, as many of each, in order. Labels that
+// cannot be paired so (another count in the source's place: some renamed
+// and some added) come back unpaired. Labels the sink has where the
+// source has none are left alone, as an enum with labels in another order
+// (enumLabels says that).
+func enumRenames(src, dst []string) (pairs [][2]string, unpaired []string) {
+	inSrc, inDst := map[string]bool{}, map[string]bool{}
+	for _, l := range src {
+		inSrc[l] = true
+	}
+	for _, l := range dst {
+		inDst[l] = true
+	}
+	i, j := 0, 0
+	for {
+		var dx, sx []string
+		for ; i < len(dst) && !inSrc[dst[i]]; i++ {
+			dx = append(dx, dst[i])
+		}
+		for ; j < len(src) && !inDst[src[j]]; j++ {
+			sx = append(sx, src[j])
+		}
+		switch {
+		case len(dx) == 0 || len(sx) == 0:
+		case len(dx) == len(sx):
+			for k := range dx {
+				pairs = append(pairs, [2]string{dx[k], sx[k]})
+			}
+		default:
+			unpaired = append(unpaired, dx...)
+		}
+		if i >= len(dst) || j >= len(src) {
+			return pairs, unpaired
+		}
+		if dst[i] != src[j] {
+			return nil, nil // another order
+		}
+		i, j = i+1, j+1
+	}
 }

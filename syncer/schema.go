@@ -32,6 +32,9 @@ const (
 	// ChangeDomainChanged: a domain the copy's columns use has other
 	// CHECK constraints, NOT NULL, default or base type in the source.
 	ChangeDomainChanged = "domain_changed"
+	// ChangeEnumRenamed: labels of an enum the copy's columns use were
+	// renamed in the source.
+	ChangeEnumRenamed = "enum_label_renamed"
 )
 
 // schemaChange is one difference between the source and the copy.
@@ -109,15 +112,30 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 	}
 	// Domains the columns use: a CHECK widened in the source would make
 	// the copy reject the source's values on every run.
+	// Enum labels renamed in the source: the copy's rows show the old
+	// names until the sink's labels are renamed too.
+	enums, err := pg.EnumChanges(ctx)
+	if err != nil {
+		return kinds, err
+	}
 	domains, err := pg.DomainChanges(ctx)
 	if err != nil {
 		return kinds, err
 	}
+	typeKinds := map[string]string{}
+	for _, d := range enums {
+		typeKinds[d.Type] = ChangeEnumRenamed
+	}
+	domains = append(enums, domains...)
 	var domainStmts []string
 	for _, d := range domains {
-		kinds = append(kinds, ChangeDomainChanged)
+		kind := ChangeDomainChanged
+		if k, ok := typeKinds[d.Type]; ok {
+			kind = k
+		}
+		kinds = append(kinds, kind)
 		if d.Refuse != "" {
-			refused = append(refused, d.Refuse+" and syncd goes on")
+			refused = append(refused, d.Refuse)
 			continue
 		}
 		said = append(said, d.Say)
@@ -151,11 +169,15 @@ func followSchema(ctx context.Context, o Options, st watermark.State, src *sourc
 		return kinds, stop
 	}
 	if len(domainStmts) > 0 {
-		if err := pg.AlterDomains(ctx, domainStmts); err != nil {
+		if err := pg.AlterTypes(ctx, domainStmts); err != nil {
 			return kinds, err
 		}
 		for _, d := range domains {
-			log.Warn("source schema changed; the copy follows", "change", ChangeDomainChanged, "domain", d.Domain, "what", d.Say, "sql", strings.Join(d.Stmts, "; "))
+			kind := ChangeDomainChanged
+			if k, ok := typeKinds[d.Type]; ok {
+				kind = k
+			}
+			log.Warn("source schema changed; the copy follows", "change", kind, "type", d.Type, "what", d.Say, "sql", strings.Join(d.Stmts, "; "))
 		}
 	}
 	var clauses, fill, dropped []string
