@@ -315,10 +315,11 @@ func compareSchema(c *config.Config, copyName string, st watermark.State, cur wa
 	for _, col := range cur.Columns {
 		p, known := prev[col.Num]
 		name := col.Name
-		if known {
-			if n, ok := copyOf(p); ok {
-				name = n
-			}
+		if n, ok := copyOf(p); known && ok && p.Name != col.Name {
+			// Renamed in the source: the copy's column is the one that
+			// held it. (A copy column renamed by hand alone is left: the
+			// source's name is looked up in the copy, as before.)
+			name = n
 		}
 		have, inCopy := copyCols[name]
 		ident := pgutil.Ident(col.Name)
@@ -427,16 +428,19 @@ func renameFix(copyName string, renames [][2]string, copyCols map[string]string)
 	rename := func(from, to string) {
 		stmts = append(stmts, "ALTER TABLE "+copyName+" RENAME COLUMN "+pgutil.Ident(from)+" TO "+pgutil.Ident(to))
 	}
-	for _, r := range renames {
+	// Short temporary names: a long name with a prefix would be cut at
+	// 63 bytes, and two such could collide.
+	tmp := func(i int) string { return fmt.Sprintf("syncd_rename_%d", i+1) }
+	for i, r := range renames {
 		if swap {
-			rename(r[0], "syncd_rename_"+r[1])
+			rename(r[0], tmp(i))
 		} else {
 			rename(r[0], r[1])
 		}
 	}
 	if swap {
-		for _, r := range renames {
-			rename("syncd_rename_"+r[1], r[1])
+		for i, r := range renames {
+			rename(tmp(i), r[1])
 		}
 	}
 	return strings.Join(stmts, "; ")
