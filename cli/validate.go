@@ -232,11 +232,61 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 	}
 	st, _, rerr := watermark.ReadState(state, cfg.Name, 2*time.Second)
 	followed := st.Schema != nil || (rerr != nil && !errors.Is(rerr, os.ErrNotExist))
+	// What the next run does about the columns the last run saw (by
+	// attnum): a column it widens or replaces is not a problem of the
+	// copy under evolve, and one it refuses is one.
+	var planned []syncer.PlannedChange
+	if st.Schema != nil {
+		nums, err := dst.ColumnNums(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		planned = syncer.PlanSchema(cfg, st, t, dst.Qualified(), have, nums)
+	}
+	var notes, changes, refused []string
+	follows := map[string]bool{}
+	for _, ch := range planned {
+		switch {
+		case ch.Refuse != "":
+			refused = append(refused, ch.Refuse)
+			follows[ch.Column] = true
+		case ch.ByHand:
+			notes = append(notes, ch.Say)
+		case ch.Alters && ch.Kind != syncer.ChangeColumnAdded || ch.Alters && ch.Fills && have[ch.Column] != "":
+			// Widened, or dropped and added again: the next run changes
+			// the copy's column.
+			follows[ch.Column] = true
+			changes = append(changes, ch.Say)
+			notes = append(notes, ch.Say+": the next run follows it in the copy (schema_changes: evolve)")
+		}
+	}
+	// Domains and enums the copy's columns use, which the next run
+	// changes as the source changed them (or stops at).
+	domains, err := dst.DomainChanges(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	enums, err := dst.EnumChanges(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	domains = append(enums, domains...)
+	for _, d := range domains {
+		if d.Refuse != "" {
+			refused = append(refused, d.Refuse)
+			continue
+		}
+		fix := strings.Join(d.Stmts, "; ")
+		changes = append(changes, fmt.Sprintf("%s (run `%s` on the sink)", d.Say, fix))
+		notes = append(notes, fmt.Sprintf("%s: the next run runs `%s` (schema_changes: evolve)", d.Say, fix))
+	}
 	var cols []page.Column
-	var notes, changes []string
 	names := map[string]bool{}
 	for _, col := range t.Columns {
 		names[col.Name] = true
+		if follows[col.Name] {
+			continue
+		}
 		if _, ok := have[col.Name]; !ok && followed {
 			changes = append(changes, fmt.Sprintf("column %q (%s) of the source is not in the copy %s", col.Name, col.Type, cfg.Sink.Table))
 			notes = append(notes, changes[len(changes)-1]+": the next run adds it and backfills it (schema_changes: evolve)")
@@ -247,6 +297,9 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 	// validate refuses it as a config problem; a run leaves it to the
 	// source's own run, which stops that source alone (exit 1, recorded as
 	// failed) while the others go on.
+	if len(refused) > 0 && plan {
+		return nil, nil, cfg.Errorf("sink.table", "source %s: the next run stops: %s", cfg.Name, strings.Join(refused, "; "))
+	}
 	if len(changes) > 0 && cfg.SchemaChanges == config.SchemaFail && plan {
 		return nil, nil, cfg.Errorf("schema_changes", "source %s: %s; the copy is not changed because schema_changes is fail: change the copy by hand, or set schema_changes: evolve for syncd to follow",
 			cfg.Name, strings.Join(changes, "; "))

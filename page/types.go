@@ -18,6 +18,8 @@ type UserType struct {
 	NotNull bool
 	Default string
 	Checks  []string
+	// CheckNames are the names of a domain's Checks, in the same order.
+	CheckNames []string
 	// Fields are a composite type's attributes, in order.
 	Fields []Field
 }

@@ -120,8 +120,11 @@ func createType(qn string, ut page.UserType) string {
 		if ut.NotNull {
 			q += " NOT NULL"
 		}
-		for _, c := range ut.Checks {
-			q += " " + c
+		for i, c := range ut.Checks {
+			if i < len(ut.CheckNames) {
+				q += " CONSTRAINT " + pgutil.Ident(ut.CheckNames[i])
+			}
+			q += " " + checkDef(c)
 		}
 		return q
 	case 'c':
@@ -190,7 +193,7 @@ func typeDiff(ut page.UserType, have sinkType) string {
 		if ut.Default != have.def {
 			d = append(d, fmt.Sprintf("default %q, source %q", have.def, ut.Default))
 		}
-		a, b := slices.Sorted(slices.Values(ut.Checks)), slices.Sorted(slices.Values(have.checks))
+		a, b := checkDefs(ut.Checks), checkDefs(have.checks)
 		if !slices.Equal(a, b) {
 			d = append(d, fmt.Sprintf("constraints [%s], source [%s]", strings.Join(b, "; "), strings.Join(a, "; ")))
 		}

@@ -12,10 +12,7 @@ import (
 // Schema is the selected columns of the source table as Describe read
 // them (with their attnums, which a rename keeps), and its primary key.
 func (r *Reader) Schema(ctx context.Context) (watermark.Schema, error) {
-	var s watermark.Schema
-	for i, c := range r.Table.Columns {
-		s.Columns = append(s.Columns, watermark.SchemaColumn{Name: c.Name, Type: c.Type, Num: r.Table.Nums[i]})
-	}
+	s := watermark.Schema{Columns: r.Table.SchemaColumns()}
 	rows, err := r.conn.Query(ctx, `
 SELECT a.attname
 FROM pg_index i
@@ -29,6 +26,15 @@ ORDER BY array_position(i.indkey::int2[], a.attnum)`, pgutil.Qualified(r.Table.I
 		return s, fmt.Errorf("read the primary key of %s: %w", r.Table.Ident, err)
 	}
 	return s, nil
+}
+
+// SchemaColumns are the selected columns with their attnums.
+func (t *Table) SchemaColumns() []watermark.SchemaColumn {
+	out := make([]watermark.SchemaColumn, len(t.Columns))
+	for i, c := range t.Columns {
+		out[i] = watermark.SchemaColumn{Name: c.Name, Type: c.Type, Num: t.Nums[i]}
+	}
+	return out
 }
 
 // BackfillPage reads up to limit rows in key order after the key after

@@ -63,11 +63,15 @@ WHERE t.oid = $1`, oid).Scan(&schema, &name, &kind, &elem, &baseOID, &rel, &sub,
 			if err := visit(baseOID); err != nil {
 				return err
 			}
-			rows, err := conn.Query(ctx, `SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contypid = $1 AND contype = 'c' ORDER BY conname`, oid)
+			rows, err := conn.Query(ctx, `SELECT conname::text, pg_get_constraintdef(oid) FROM pg_constraint WHERE contypid = $1 AND contype = 'c' ORDER BY conname`, oid)
 			if err != nil {
 				return fmt.Errorf("read constraints of domain %s.%s: %w", schema, name, err)
 			}
-			if ut.Checks, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
+			var cn, def string
+			if _, err := pgx.ForEachRow(rows, []any{&cn, &def}, func() error {
+				ut.CheckNames, ut.Checks = append(ut.CheckNames, cn), append(ut.Checks, def)
+				return nil
+			}); err != nil {
 				return fmt.Errorf("read constraints of domain %s.%s: %w", schema, name, err)
 			}
 		case 'r':

@@ -189,11 +189,14 @@ type Schema struct {
 }
 
 // SchemaColumn is one source column: its name, its format_type and its
-// attnum, which a rename keeps.
+// attnum, which a rename keeps; CopyNum is the attnum of the copy's column
+// that holds it (0: not recorded yet), so that a column is known by
+// identity on both sides, not by name.
 type SchemaColumn struct {
-	Name string `json:"name"`
-	Type string `json:"type"`
-	Num  int16  `json:"num"`
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Num     int16  `json:"num"`
+	CopyNum int16  `json:"copy_num,omitempty"`
 }
 
 // Backfill is the progress of copying added columns' values into the rows
