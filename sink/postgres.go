@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,7 +33,7 @@ type Postgres struct {
 	dur        durability // see durable.go
 
 	// copyTypes are the type OIDs of the copy's columns, by name (nil
-	// until Prepare), see comparable.
+	// until Prepare), see differs.
 	copyTypes map[string]uint32
 
 	srcTypes  []page.UserType // the source's user-defined types, see types_ddl.go
@@ -385,7 +386,7 @@ func (s *Postgres) build() {
 	} else {
 		q += "DO UPDATE SET " + strings.Join(sets, ", ") +
 			" WHERE " + s.notNewer("t.", "EXCLUDED.") +
-			" AND (" + s.comparable("t.") + ") IS DISTINCT FROM (" + s.comparable("EXCLUDED.") + ")"
+			" AND (" + s.differs("t.", "EXCLUDED.") + ")"
 	}
 	s.upsertSQL = q
 	s.stageReady = false
@@ -499,29 +500,48 @@ var exactEquality = map[uint32]bool{
 // macaddr8[] is pgtype.Macaddr8OID + 1).
 const moneyOID = 790
 
-// comparable lists the columns, qualified by prefix, in a form that
-// IS DISTINCT FROM tells apart exactly when their text output differs, so
-// that a row is rewritten whenever the copy does not hold the source's
-// values as the source prints them (exactEquality). The key columns are
-// listed too: ON CONFLICT matches keys by =.
+// differs is the condition, on the stored row (alias stored) and the
+// incoming one (incoming), that some value differs: IS DISTINCT FROM,
+// column by column, tells two values apart exactly when their text output
+// differs, so that a row is rewritten whenever the copy does not hold the
+// source's values as the source prints them (exactEquality). The key
+// columns count too: ON CONFLICT matches keys by =.
 //
 // Both the source's type and the copy's must have an exact =: a copy
 // column of another type (holds: an integer into numeric, varchar into
 // text) is compared by its own type's rule. An unbounded bpchar is
 // compared by its text output with its trailing blanks, which = and a
 // cast to text ignore (a bpchar(n) stores every value padded to n).
-func (s *Postgres) comparable(prefix string) string {
-	parts := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		v := prefix + pgutil.Ident(c.Name)
+//
+// The comparisons are ORed, the cursor's columns first and those through
+// text last: a row whose cursor moved (an exact timestamp or integer,
+// usually) is found to differ before any value is printed as text.
+func (s *Postgres) differs(stored, incoming string) string {
+	var cheap, costly []string
+	cols := slices.Clone(s.cols)
+	slices.SortStableFunc(cols, func(a, b page.Column) int {
+		return cmp.Compare(s.cursorRank(a.Name), s.cursorRank(b.Name))
+	})
+	for _, c := range cols {
+		col := pgutil.Ident(c.Name)
+		a, b := stored+col, incoming+col
 		copyType, ok := s.copyTypes[c.Name]
 		switch {
 		case c.Type == "bpchar" && (!ok || copyType == pgtype.BPCharOID):
-			v = "textin(bpcharout(" + v + "))"
+			costly = append(costly, "textin(bpcharout("+a+")) IS DISTINCT FROM textin(bpcharout("+b+"))")
 		case !exactEquality[c.TypeOID] || ok && !exactEquality[copyType]:
-			v += "::text"
+			costly = append(costly, a+"::text IS DISTINCT FROM "+b+"::text")
+		default:
+			cheap = append(cheap, a+" IS DISTINCT FROM "+b)
 		}
-		parts[i] = v
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(append(cheap, costly...), " OR ")
+}
+
+// cursorRank orders the cursor columns first, in cursor order.
+func (s *Postgres) cursorRank(name string) int {
+	if i := slices.Index(s.cfg.Source.Cursor, name); i >= 0 {
+		return i
+	}
+	return len(s.cfg.Source.Cursor)
 }
