@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
@@ -197,5 +198,39 @@ func assertSameText(t *testing.T, f *fixture) {
 		if a[i] != b[i] {
 			t.Errorf("row %d differs:\n source %s\n copy   %s", i+1, a[i], b[i])
 		}
+	}
+}
+
+// TestReconcileNumericKeySpelling drifts a numeric key of the copy to
+// another scale (1.0 to 1.00): the copy then lacks the source's key 1.0
+// and holds a key 1.00 the source does not have. The repair deletes the
+// one and inserts the other, and the copy holds the source's text.
+func TestReconcileNumericKeySpelling(t *testing.T) {
+	f := newSimple(t, `
+CREATE TABLE public.t (k numeric PRIMARY KEY, updated_at timestamptz NOT NULL, v text);
+INSERT INTO public.t SELECT round(g / 2.0, 1), '2026-01-01 00:00:00+00'::timestamptz + g * interval '1 second', 'v' || g FROM generate_series(1, 20) g;`, `name: numkey
+source:
+  dsn: %[1]s
+  table: public.t
+  cursor: [updated_at, k]
+sink:
+  dsn: %[2]s
+  table: public.t
+  key: [k]
+`)
+	if rep := f.reconcile(t, reconcile.Options{}); !rep.Clean() {
+		t.Fatalf("the synced copy is not equal: %+v", rep)
+	}
+	f.dst.Exec(t, "UPDATE public.t SET k = 1.00 WHERE k = 1.0")
+	rep := f.reconcile(t, reconcile.Options{Repair: true})
+	assertCounts(t, rep, 1, 1, 0)
+	assertKeys(t, "missing", rep.Keys.Missing, "1.0")
+	assertKeys(t, "extra", rep.Keys.Extra, "1.00")
+	if !rep.Repaired || rep.After == nil || !rep.After.Equal() || !rep.Clean() {
+		t.Fatalf("the repair left differences: %+v", rep.After)
+	}
+	q := "SELECT t::text FROM public.t t ORDER BY k"
+	if a, b := queryStrings(t, f.src, q), queryStrings(t, f.dst, q); !slices.Equal(a, b) {
+		t.Fatalf("the copy differs from the source after the repair:\n source %q\n copy   %q", a, b)
 	}
 }
