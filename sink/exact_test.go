@@ -14,18 +14,19 @@ import (
 )
 
 // equalButNotSame are SET clauses giving a value that PostgreSQL's = calls
-// equal to the one exactSource inserts, but whose text differs; one row
+// equal to the one the test inserts first, but whose text differs; one row
 // each, by key.
 var equalButNotSame = []string{
-	1: "n = 1.000000",
-	2: "na = '{1.0,2.0}'",
-	3: `jb = '{"a": 1.00}'`,
-	4: `j = '{"b": 2, "a": 1}'`,
-	5: "f8 = '-0'",
-	6: "f4 = '-0'",
-	7: "iv = '24 hours'",
-	8: "nr = '[1.00,2.0)'",
-	9: "bp = 'a '",
+	1:  "n = 1.000000",
+	2:  "na = '{1.0,2.0}'",
+	3:  `jb = '{"a": 1.00}'`,
+	4:  `j = '{"b": 2, "a": 1}'`,
+	5:  "f8 = '-0'",
+	6:  "f4 = '-0'",
+	7:  "iv = '24 hours'",
+	8:  "nr = '[1.00,2.0)'",
+	9:  "bp = 'a '",
+	10: `ba = '{"a "}'`,
 }
 
 // TestUpsertWritesValuesEqualButNotSame applies a page of rows to an empty
@@ -40,9 +41,9 @@ func TestUpsertWritesValuesEqualButNotSame(t *testing.T) {
 			ctx := context.Background()
 			db := pgtest.NewDB(t)
 			db.Exec(t, `CREATE TABLE src (id int PRIMARY KEY, updated_at timestamptz NOT NULL,
-  n numeric, na numeric[], jb jsonb, j json, f8 float8, f4 float4, iv interval, nr numrange, bp bpchar, tt timetz)`)
+  n numeric, na numeric[], jb jsonb, j json, f8 float8, f4 float4, iv interval, nr numrange, bp bpchar, ba bpchar[], tt timetz)`)
 			db.Exec(t, `INSERT INTO src SELECT g, '2026-01-01 00:00:00+00', 1.0, '{1,2}', '{"a": 1.0}', '{"a": 1, "b": 2}',
-  0, 0, '1 day', '[1.0,2.0)', 'a', '12:00+01' FROM generate_series(1, 12) g`)
+  0, 0, '1 day', '[1.0,2.0)', 'a', '{a}', '12:00+01' FROM generate_series(1, 12) g`)
 			cfg, err := config.Parse("exact.yaml", []byte(fmt.Sprintf(`
 name: exact
 source:
@@ -104,7 +105,7 @@ sink:
 					db.Exec(t, fmt.Sprintf("UPDATE src SET %s WHERE id = %d", set, id))
 				}
 			}
-			// Rows 10-12 are unchanged: the upsert still leaves them alone.
+			// Rows 11 and 12 are unchanged: the upsert still leaves them alone.
 			if w := readApply(); w != int64(len(equalButNotSame)-1) {
 				t.Errorf("the page read again wrote %d rows, want %d", w, len(equalButNotSame)-1)
 			}

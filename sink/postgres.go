@@ -511,7 +511,8 @@ const moneyOID = 790
 // column of another type (holds: an integer into numeric, varchar into
 // text) is compared by its own type's rule. An unbounded bpchar is
 // compared by its text output with its trailing blanks, which = and a
-// cast to text ignore (a bpchar(n) stores every value padded to n).
+// cast to text ignore (a bpchar(n) stores every value padded to n); an
+// array of them by the array's text, which keeps them.
 //
 // The comparisons are ORed, the cursor's columns first and those through
 // text last: a row whose cursor moved (an exact timestamp or integer,
@@ -529,7 +530,7 @@ func (s *Postgres) differs(stored, incoming string) string {
 		switch {
 		case c.Type == "bpchar" && (!ok || copyType == pgtype.BPCharOID):
 			costly = append(costly, "textin(bpcharout("+a+")) IS DISTINCT FROM textin(bpcharout("+b+"))")
-		case !exactEquality[c.TypeOID] || ok && !exactEquality[copyType]:
+		case !exactEquality[c.TypeOID] || ok && !exactEquality[copyType] || c.Type == "bpchar[]":
 			costly = append(costly, a+"::text IS DISTINCT FROM "+b+"::text")
 		default:
 			cheap = append(cheap, a+" IS DISTINCT FROM "+b)
