@@ -101,11 +101,11 @@ func canon(expr, base, elem string, loose bool) string {
 		return numericCanon("(" + expr + ")::numeric::text")
 	case "float4", "float8":
 		// The IEEE-754 bits (float8out follows extra_float_digits and the
-		// server's version), but every NaN alike: PostgreSQL prints them
-		// all as NaN and makes the one of 'NaN' the sign-bit one of
-		// 'Infinity' * 0, for example. A real is compared as the double
-		// of its text when the copy holds it as double precision (the
-		// text is what the sink writes).
+		// server's version), -0 apart from 0, but every NaN alike: all
+		// print as NaN, and 'NaN' and 'Infinity' * 0 differ in the sign
+		// bit. A real is compared as the double of its text when the
+		// copy holds it as double precision (the text is what the sink
+		// writes).
 		v := "(" + expr + ")::float8"
 		if loose && base == "float4" {
 			v = "(" + expr + ")::text::float8"
