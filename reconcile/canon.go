@@ -15,6 +15,15 @@ type column struct {
 	Type string // format_type, for casts
 	Base string // pg_type.typname after resolving a domain: int4, numeric, _text
 	Elem string // element typname of an array, else ""
+	// Loose is set, on both sides, when the copy's column cannot spell
+	// the source's values as the source does although it holds them
+	// exactly (sink.holds accepts it): a numeric with another scale
+	// (numeric(12,2) for numeric(10,1), or for an integer), jsonb for
+	// json, double precision for real, or arrays of these. Such a column
+	// is compared through a form that both spellings share (trailing
+	// fractional zeros dropped, jsonb text, the float8 of the text);
+	// every other column by its exact text.
+	Loose bool
 }
 
 // describe reads the types of names in table t on conn.
@@ -54,25 +63,54 @@ WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`
 	return out, nil
 }
 
-// plainText are the types whose text output is canonical whatever the
-// server's version and settings (and so are arrays of them).
+// plainText are the element types whose array's text output is exact and
+// does not depend on the server's version or settings: an array of them is
+// compared by its text output as a whole.
 var plainText = map[string]bool{
 	"int2": true, "int4": true, "int8": true, "oid": true, "bool": true, "uuid": true,
 	"text": true, "varchar": true, "bpchar": true, "name": true, "citext": true,
-	"time": true, "timetz": true, "jsonb": true, "char": true,
+	"time": true, "timetz": true, "jsonb": true, "char": true, "numeric": true, "json": true,
+}
+
+// canonOf is the canonical text of column c of alias prefix.
+func canonOf(prefix string, c column) string {
+	return canon(prefix+ident(c.Name), c.Base, c.Elem, c.Loose)
 }
 
 // canon returns the SQL expression of the canonical text of expr, a value
 // of catalog type base (element type elem when base is an array); it is
-// NULL exactly when the value is NULL.
-func canon(expr, base, elem string) string {
+// NULL exactly when the value is NULL. Two values get the same canonical
+// text exactly when their text output is the same in sessions with the
+// same settings (syncd's, internal/pgutil): numeric 1.0 and 1.00, json
+// with another key order or spacing, float8 0 and -0, interval '1 day' and
+// '24 hours' all differ. The form avoids what the settings or the server's
+// version change (time zone, date and interval styles, float digits), so
+// the two servers need not agree on them. loose (column.Loose) lets the
+// spellings that the copy's column type imposes compare equal.
+func canon(expr, base, elem string, loose bool) string {
 	switch base {
 	case "numeric":
-		return numericCanon("(" + expr + ")::text")
+		if loose {
+			return numericCanon("(" + expr + ")::text")
+		}
+		return "(" + expr + ")::text"
 	case "money":
+		// Money is an integer count of cents (or of the locale's
+		// smallest unit): its numeric value is exact, its text follows
+		// lc_monetary.
 		return numericCanon("(" + expr + ")::numeric::text")
 	case "float4", "float8":
-		return "encode(float8send((" + expr + ")::float8), 'hex')"
+		// The IEEE-754 bits (float8out follows extra_float_digits and the
+		// server's version), -0 apart from 0, but every NaN alike: all
+		// print as NaN, and 'NaN' and 'Infinity' * 0 differ in the sign
+		// bit. A real is compared as the double of its text when the
+		// copy holds it as double precision (the text is what the sink
+		// writes).
+		v := "(" + expr + ")::float8"
+		if loose && base == "float4" {
+			v = "(" + expr + ")::text::float8"
+		}
+		return "CASE WHEN " + v + " = 'NaN'::float8 THEN 'NaN' ELSE encode(float8send(" + v + "), 'hex') END"
 	case "timestamptz":
 		return dateCanon(expr, "("+expr+") AT TIME ZONE 'UTC'", "'0001-01-01 00:00:00+00'", "YYYY-MM-DD\"T\"HH24:MI:SS.US")
 	case "timestamp":
@@ -80,21 +118,61 @@ func canon(expr, base, elem string) string {
 	case "date":
 		return dateCanon(expr, expr, "'0001-01-01'", "YYYY-MM-DD")
 	case "interval":
-		// Months, days and microseconds, as the type stores them; not the
-		// text output, which IntervalStyle changes.
+		// Months, days and microseconds, as the type stores them and as
+		// its text output shows them ('1 day' is not '24 hours'); not
+		// the text output itself, which IntervalStyle changes.
 		return "((extract(year from " + expr + ") * 12 + extract(month from " + expr + "))::int8)::text || 'mon ' || (extract(day from " + expr + ")::int8)::text || 'd ' || " +
 			"((extract(hour from " + expr + ") * 3600000000 + extract(minute from " + expr + ") * 60000000 + extract(microseconds from " + expr + "))::int8)::text || 'us'"
 	case "json":
-		return "(" + expr + ")::jsonb::text"
+		if loose {
+			return "(" + expr + ")::jsonb::text"
+		}
+		return "(" + expr + ")::text"
+	case "bpchar":
+		// The text output, trailing blanks included (a cast to text drops
+		// them).
+		return "textin(bpcharout(" + expr + "))"
 	case "bytea":
 		return "encode(" + expr + ", 'hex')"
 	}
-	if strings.HasPrefix(base, "_") && elem != "" && !plainText[elem] {
-		inner := canon("u.v", elem, "")
+	// Element by element, with dimensions; also both sides of a loose
+	// array column, whose element types differ.
+	if strings.HasPrefix(base, "_") && elem != "" && (!plainText[elem] || loose) {
+		inner := canon("u.v", elem, "", loose)
 		return "CASE WHEN " + expr + " IS NULL THEN NULL ELSE coalesce(array_dims(" + expr + "), '') || '{' || coalesce((SELECT string_agg(quote_nullable(" +
 			inner + "), ',' ORDER BY u.n) FROM unnest(" + expr + ") WITH ORDINALITY AS u(v, n)), '') || '}' END"
 	}
 	return "(" + expr + ")::text"
+}
+
+// loosen sets Loose on the columns of a and b (the same columns of the
+// source and of the copy) whose copy type imposes its own spelling of the
+// source's values (see column.Loose).
+func loosen(a, b []column) {
+	for i := range a {
+		l := looseType(a[i], b[i])
+		a[i].Loose, b[i].Loose = l, l
+	}
+}
+
+// looseType reports whether copy column d spells some values of source
+// column s otherwise than the source does.
+func looseType(s, d column) bool {
+	if s.Type == d.Type {
+		return false
+	}
+	sb, db := s.Base, d.Base
+	if strings.HasPrefix(sb, "_") && strings.HasPrefix(db, "_") {
+		sb, db = s.Elem, d.Elem
+	}
+	switch {
+	case db == "numeric":
+		// An unconstrained numeric keeps the scale of what it is given.
+		return d.Type != "numeric" && d.Type != "numeric[]"
+	case sb == "json" && db == "jsonb", sb == "float4" && db == "float8":
+		return true
+	}
+	return false
 }
 
 // dateCanon formats a date or timestamp with to_char (utc is the value at
@@ -118,7 +196,7 @@ func numericCanon(text string) string {
 func rowText(prefix string, cols []column) string {
 	parts := make([]string, len(cols))
 	for i, c := range cols {
-		parts[i] = "quote_nullable(" + canon(prefix+ident(c.Name), c.Base, c.Elem) + ")"
+		parts[i] = "quote_nullable(" + canonOf(prefix, c) + ")"
 	}
 	return strings.Join(parts, " || ',' || ")
 }

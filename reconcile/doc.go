@@ -3,17 +3,22 @@
 //
 // # Canonical rows
 //
-// Each database hashes a canonical text of every selected row. The text does
-// not depend on either side's type modifiers, version or settings:
-// timestamptz is printed in UTC at microsecond precision (to_char), numeric
-// loses trailing fractional zeros (so numeric and numeric(12,2) compare
-// 1.0 = 1.00 but 1.0 <> 1.01), json is cast to jsonb whose text is canonical,
-// bytea is hex, float4/float8 are their IEEE-754 bits, arrays are rebuilt
-// element by element, and every value is quoted with quote_nullable so that
-// NULL differs from the empty string. The row hash is 64 bits of
-// hashtextextended of the row text when both servers agree on a probe
-// (pickHash), else the first 64 bits of md5(row text); both sides sum them
-// in numeric (no overflow).
+// Each database hashes a canonical text of every selected row. Two values
+// get the same canonical text exactly when their text output is the same
+// (numeric 1.0 and 1.00, json key order, float8 0 and -0, interval '1 day'
+// and '24 hours' all differ, although = calls them equal), and the text
+// does not depend on either side's version or settings: timestamptz is
+// printed in UTC at microsecond precision (to_char), float4/float8 are
+// their IEEE-754 bits with every NaN alike, interval its months, days and
+// microseconds, bytea is hex, bpchar keeps its trailing blanks, arrays of
+// such types are rebuilt element by element, and every value is quoted
+// with quote_nullable so that NULL differs from the empty string. A column
+// whose copy type spells the source's values its own way (numeric(12,2)
+// for numeric(10,1), jsonb for json, double precision for real: see
+// column.Loose) is compared through a form both spellings share instead.
+// The row hash is 64 bits of hashtextextended of the row text when both
+// servers agree on a probe (pickHash), else the first 64 bits of md5(row
+// text); both sides sum them in numeric (no overflow).
 //
 // # A sample, checksums, then (key, hash) streams, then rows
 //

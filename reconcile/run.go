@@ -227,8 +227,11 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 			return nil, fmt.Errorf("reconcile %s: %w", cfg.Name, err)
 		}
 		sd.cols = cols
+	}
+	loosen(c.src.cols, c.dst.cols)
+	for _, sd := range []*side{c.src, c.dst} {
 		for _, i := range c.keyIdx {
-			sd.keys = append(sd.keys, cols[i])
+			sd.keys = append(sd.keys, sd.cols[i])
 		}
 	}
 	intKey := len(c.keyIdx) == 1

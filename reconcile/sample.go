@@ -248,7 +248,7 @@ FROM pg_class c WHERE c.oid = to_regclass($1)`, sd.qualified()).Scan(&n)
 func (sd *side) pairSelect() string {
 	canons, raws := make([]string, len(sd.keys)), make([]string, len(sd.keys))
 	for i, k := range sd.keys {
-		canons[i] = canon("y."+ident(k.Name), k.Base, k.Elem)
+		canons[i] = canonOf("y.", k)
 		raws[i] = "y." + ident(k.Name) + "::text"
 	}
 	return sd.hash(rowText("y.", sd.cols)) + "::text, ARRAY[" + strings.Join(canons, ", ") + "]::text[], ARRAY[" + strings.Join(raws, ", ") + "]::text[]"

@@ -179,7 +179,7 @@ func (sd *side) selectList() string {
 func (sd *side) rowExprs(cols []column) []string {
 	var parts []string
 	for _, c := range cols {
-		parts = append(parts, canon("y."+ident(c.Name), c.Base, c.Elem))
+		parts = append(parts, canonOf("y.", c))
 	}
 	for _, c := range cols {
 		parts = append(parts, "y."+ident(c.Name))

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -30,6 +32,10 @@ type Postgres struct {
 	deleteSQL  string     // soft deletes; "" when there is no deleted_column or they are kept
 	fp         fastPath   // see fastpath.go
 	dur        durability // see durable.go
+
+	// copyTypes are the type OIDs of the copy's columns, by name (nil
+	// until Prepare), see differs.
+	copyTypes map[string]uint32
 
 	srcTypes  []page.UserType // the source's user-defined types, see types_ddl.go
 	srcChecks []string        // the source table's check constraints
@@ -122,6 +128,9 @@ func (s *Postgres) prepare(ctx context.Context, cols []page.Column) error {
 		return fmt.Errorf("sink table %s: %w", s.table, err)
 	}
 	s.cols = cols
+	if s.copyTypes, err = s.columnTypes(ctx); err != nil {
+		return err
+	}
 	s.build()
 	s.prepareDurability(ctx)
 	return s.prepareFast(ctx, cols)
@@ -228,6 +237,29 @@ WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r','p')
 	})
 	if err != nil {
 		return nil, fmt.Errorf("describe sink table %s: %w", s.table, err)
+	}
+	return out, nil
+}
+
+// columnTypes reads the type OID of each column of the copy.
+func (s *Postgres) columnTypes(ctx context.Context) (map[string]uint32, error) {
+	rows, err := s.conn.Query(ctx, `
+SELECT a.attname, a.atttypid::int8
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, s.table.Schema, s.table.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the column types of sink table %s: %w", s.table, err)
+	}
+	out := map[string]uint32{}
+	var name string
+	var oid int64
+	if _, err := pgx.ForEachRow(rows, []any{&name, &oid}, func() error {
+		out[name] = uint32(oid)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read the column types of sink table %s: %w", s.table, err)
 	}
 	return out, nil
 }
@@ -371,7 +403,7 @@ func (s *Postgres) build() {
 	} else {
 		q += "DO UPDATE SET " + strings.Join(sets, ", ") +
 			" WHERE " + s.notNewer("t.", "EXCLUDED.") +
-			" AND (" + s.comparable("t.") + ") IS DISTINCT FROM (" + s.comparable("EXCLUDED.") + ")"
+			" AND (" + s.differs("t.", "EXCLUDED.") + ")"
 	}
 	s.upsertSQL = q
 	s.stageReady = false
@@ -458,25 +490,81 @@ func descList(names []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// noEquality lists types without an equality operator; they are compared
-// through their text form.
-var noEquality = map[string]bool{
-	"json": true, "xml": true, "point": true, "line": true, "lseg": true,
-	"box": true, "path": true, "polygon": true, "circle": true,
+// exactEquality lists the built-in types (and arrays of them) whose =
+// holds exactly when their text output is the same: the upsert compares
+// them as they are, which is cheap. Every other type is compared through
+// its text output, because its = also calls other values equal: numeric
+// 1.0 and 1.00, float8 0 and -0, interval '1 day' and '24 hours', jsonb
+// {"a": 1.0} and {"a": 1.00}, citext 'Abc' and 'abc', and arrays,
+// composites, ranges and domains built on them (json, xml and the
+// geometric types have no = at all). A type whose equality is not known
+// is compared by text too: a needless cast costs a little on changed rows
+// only, a missing one leaves the copy wrong.
+var exactEquality = map[uint32]bool{
+	pgtype.BoolOID: true, pgtype.ByteaOID: true, pgtype.QCharOID: true, pgtype.NameOID: true,
+	pgtype.Int2OID: true, pgtype.Int4OID: true, pgtype.Int8OID: true, pgtype.OIDOID: true,
+	pgtype.TextOID: true, pgtype.VarcharOID: true, pgtype.BPCharOID: true, pgtype.UUIDOID: true,
+	pgtype.DateOID: true, pgtype.TimeOID: true, pgtype.TimetzOID: true, pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
+	moneyOID: true, pgtype.InetOID: true, pgtype.CIDROID: true, pgtype.MacaddrOID: true, pgtype.Macaddr8OID: true,
+	pgtype.BitOID: true, pgtype.VarbitOID: true,
+	pgtype.Int4rangeOID: true, pgtype.Int8rangeOID: true, pgtype.DaterangeOID: true, pgtype.TsrangeOID: true, pgtype.TstzrangeOID: true,
+
+	pgtype.BoolArrayOID: true, pgtype.ByteaArrayOID: true, pgtype.QCharArrayOID: true, pgtype.NameArrayOID: true,
+	pgtype.Int2ArrayOID: true, pgtype.Int4ArrayOID: true, pgtype.Int8ArrayOID: true, pgtype.OIDArrayOID: true,
+	pgtype.TextArrayOID: true, pgtype.VarcharArrayOID: true, pgtype.BPCharArrayOID: true, pgtype.UUIDArrayOID: true,
+	pgtype.DateArrayOID: true, pgtype.TimeArrayOID: true, pgtype.TimetzArrayOID: true, pgtype.TimestampArrayOID: true, pgtype.TimestamptzArrayOID: true,
+	moneyOID + 1: true, pgtype.InetArrayOID: true, pgtype.CIDRArrayOID: true, pgtype.MacaddrArrayOID: true, pgtype.Macaddr8OID + 1: true,
+	pgtype.BitArrayOID: true, pgtype.VarbitArrayOID: true,
+	pgtype.Int4rangeArrayOID: true, pgtype.Int8rangeArrayOID: true, pgtype.DaterangeArrayOID: true, pgtype.TsrangeArrayOID: true, pgtype.TstzrangeArrayOID: true,
 }
 
-// comparable lists the columns, qualified by prefix, in a form that
-// IS DISTINCT FROM can compare. User-defined types (a domain over an enum
-// has no = operator of its own) are compared through their text form,
-// which is exact for every one of them.
-func (s *Postgres) comparable(prefix string) string {
-	parts := make([]string, len(s.cols))
-	for i, c := range s.cols {
-		parts[i] = prefix + pgutil.Ident(c.Name)
-		base, _, _ := strings.Cut(strings.TrimSuffix(c.Type, "[]"), "(")
-		if noEquality[base] || c.TypeOID >= firstUserOID {
-			parts[i] += "::text"
+// moneyOID is the built-in money type (money[] is moneyOID + 1, as
+// macaddr8[] is pgtype.Macaddr8OID + 1).
+const moneyOID = 790
+
+// differs is the condition, on the stored row (alias stored) and the
+// incoming one (incoming), that some value differs: IS DISTINCT FROM,
+// column by column, tells two values apart exactly when their text output
+// differs, so that a row is rewritten whenever the copy does not hold the
+// source's values as the source prints them (exactEquality). The key
+// columns count too: ON CONFLICT matches keys by =.
+//
+// Both the source's type and the copy's must have an exact =: a copy
+// column of another type (holds: an integer into numeric, varchar into
+// text) is compared by its own type's rule. An unbounded bpchar is
+// compared by its text output with its trailing blanks, which = and a
+// cast to text ignore (a bpchar(n) stores every value padded to n); an
+// array of them by the array's text, which keeps them.
+//
+// The comparisons are ORed, the cursor's columns first and those through
+// text last: a row whose cursor moved (an exact timestamp or integer,
+// usually) is found to differ before any value is printed as text.
+func (s *Postgres) differs(stored, incoming string) string {
+	var cheap, costly []string
+	cols := slices.Clone(s.cols)
+	slices.SortStableFunc(cols, func(a, b page.Column) int {
+		return cmp.Compare(s.cursorRank(a.Name), s.cursorRank(b.Name))
+	})
+	for _, c := range cols {
+		col := pgutil.Ident(c.Name)
+		a, b := stored+col, incoming+col
+		copyType, ok := s.copyTypes[c.Name]
+		switch {
+		case c.Type == "bpchar" && (!ok || copyType == pgtype.BPCharOID):
+			costly = append(costly, "textin(bpcharout("+a+")) IS DISTINCT FROM textin(bpcharout("+b+"))")
+		case !exactEquality[c.TypeOID] || ok && !exactEquality[copyType] || c.Type == "bpchar[]":
+			costly = append(costly, a+"::text IS DISTINCT FROM "+b+"::text")
+		default:
+			cheap = append(cheap, a+" IS DISTINCT FROM "+b)
 		}
 	}
-	return strings.Join(parts, ", ")
+	return strings.Join(append(cheap, costly...), " OR ")
+}
+
+// cursorRank orders the cursor columns first, in cursor order.
+func (s *Postgres) cursorRank(name string) int {
+	if i := slices.Index(s.cfg.Source.Cursor, name); i >= 0 {
+		return i
+	}
+	return len(s.cfg.Source.Cursor)
 }

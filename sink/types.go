@@ -25,7 +25,7 @@ var widens = map[string][]string{
 	"bigint":            {"numeric"},
 	"real":              {"double precision"},
 	"character varying": {"text"},
-	"json":              {"jsonb"}, // equal as JSON: reconcile compares json as jsonb
+	"json":              {"jsonb"}, // equal as JSON: reconcile compares such a column as jsonb (reconcile/canon.go, column.Loose)
 }
 
 // sqlType is a format_type string taken apart: base "numeric" and mods

@@ -13,12 +13,12 @@ import (
 )
 
 // canonItems is the canonical text of a row of items as reconcile builds it
-// (reconcile/canon.go: timestamptz in UTC by to_char, numeric without
-// trailing zeros, every value quoted with quote_nullable), and rowHash the
-// hash reconcile picks when both servers agree on it (hashtextextended
-// under collation "C"). The limit computes exactly what reconcile's first
+// (reconcile/canon.go: timestamptz in UTC by to_char, numeric by its text
+// since the copy's type is the source's, every value quoted with
+// quote_nullable), and rowHash the hash reconcile picks when both servers
+// agree on it (hashtextextended under collation "C"). The limit computes exactly what reconcile's first
 // checksum pass must compute for every row.
-const canonItems = `quote_nullable((y.id)::text) || ',' || quote_nullable(CASE WHEN isfinite(y.updated_at) THEN to_char((y.updated_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || CASE WHEN y.updated_at < '0001-01-01 00:00:00+00' THEN ' BC' ELSE '' END ELSE (y.updated_at)::text END) || ',' || quote_nullable((y.name)::text) || ',' || quote_nullable(CASE WHEN strpos((y.price)::text, '.') > 0 THEN rtrim(rtrim((y.price)::text, '0'), '.') ELSE (y.price)::text END) || ',' || quote_nullable((y.tags)::text) || ',' || quote_nullable((y.attrs)::text)`
+const canonItems = `quote_nullable((y.id)::text) || ',' || quote_nullable(CASE WHEN isfinite(y.updated_at) THEN to_char((y.updated_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US') || CASE WHEN y.updated_at < '0001-01-01 00:00:00+00' THEN ' BC' ELSE '' END ELSE (y.updated_at)::text END) || ',' || quote_nullable((y.name)::text) || ',' || quote_nullable((y.price)::text) || ',' || quote_nullable((y.tags)::text) || ',' || quote_nullable((y.attrs)::text)`
 
 const rowHash = `hashtextextended((` + canonItems + `) COLLATE "C", 0)`
 
