@@ -8,6 +8,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -115,6 +116,25 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 	}
 	q += r.order + fmt.Sprintf(" LIMIT %d", limit)
 	return q, params
+}
+
+// CountBefore counts the rows a page read from pos reaches whose first
+// cursor column is before t (a date column: before the day t falls in).
+func (r *Reader) CountBefore(ctx context.Context, pos Position, t time.Time) (int64, error) {
+	if !r.Table.Temporal {
+		return 0, fmt.Errorf("count rows of %s before %s: the first cursor column %q is not a timestamp", r.Table.Ident, t.Format(time.RFC3339Nano), r.Table.Cursor[0].Name)
+	}
+	_, pos.Before = limitText(r.Table.Cursor[0].Type, t)
+	q, params := r.PageQuery(pos, math.MaxInt32)
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = p
+	}
+	var n int64
+	if err := r.conn.QueryRow(ctx, "SELECT count(*) FROM ("+q+") AS page", args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s before %s: %w", r.Table.Ident, t.Format(time.RFC3339Nano), err)
+	}
+	return n, nil
 }
 
 // ReadPage reads at most limit rows from pos in cursor order.
