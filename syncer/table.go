@@ -44,7 +44,7 @@ func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, err
 		}
 	}
 	next := source.Position{After: p.Last, Before: t.pos.Before}
-	if !behind && p.Len() == limit {
+	if !behind && (p.Len() == limit || p.More) {
 		t.fetch.ahead(ctx, next) // while this page is written
 	}
 	t.pos = next
