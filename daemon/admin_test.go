@@ -247,3 +247,33 @@ func TestResyncForwardIsRefusedByDaemon(t *testing.T) {
 		t.Fatalf("resync back: %d %+v, want 200 and %q", code, r, want)
 	}
 }
+
+// `syncd resync --from` a time after the watermark while a daemon holds the
+// state file goes through its admin socket, and the daemon's refusal is
+// the CLI's: exit 2, its one line on stderr, the watermark unchanged; with
+// --skip-rows the CLI sends skip_rows and the watermark moves forward.
+func TestResyncForwardThroughDaemonExits2(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 100)
+	f.db.Exec(t, `UPDATE src SET updated_at = '2026-10-01 09:00:00+00'::timestamptz + id * interval '1 second'`)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
+
+	code, out, errOut := runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z")
+	line := strings.TrimSpace(errOut)
+	if code != 2 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and a row committed later with a first cursor value between would never be copied (none is there now)") {
+		t.Fatalf("resync --from after the watermark through the daemon: exit %d, stdout %q, stderr %q; want exit 2 and the daemon's refusal", code, out, errOut)
+	}
+	if st := statusOf(t, path, state).Sources[0]; st.Watermark != "2026-10-01T09:01:40.000000Z" || st.ResyncFrom != "" {
+		t.Fatalf("after the refused resync: watermark %q, resync point %q", st.Watermark, st.ResyncFrom)
+	}
+	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z", "--skip-rows")
+	if code != 0 || !strings.Contains(out, "source orders: watermark moved forward from 2026-10-01T09:01:40.000000Z to 2026-10-01T09:03:20.000000Z") {
+		t.Fatalf("resync --skip-rows through the daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if st := statusOf(t, path, state).Sources[0]; st.ResyncFrom != "2026-10-01T09:03:20Z" {
+		t.Fatalf("after resync --skip-rows the resync point is %q", st.ResyncFrom)
+	}
+}

@@ -90,8 +90,12 @@ type SkipError struct {
 }
 
 func (e *SkipError) Error() string {
-	return fmt.Sprintf("source %s: resync to %s refused: the watermark is at %s, so this would move it forward and %s between would never be copied; give a time at or before %s to re-read from there, or add --skip-rows (\"skip_rows\": true in POST /resync) to skip them on purpose",
-		e.Source, TimeText(e.Move.To), TimeText(e.Move.WasAt), rowsText(e.Rows), TimeText(e.Move.WasAt))
+	lost := rowsText(e.Rows) + " between would never be copied"
+	if e.Rows == 0 {
+		lost = "a row committed later with a first cursor value between would never be copied (none is there now)"
+	}
+	return fmt.Sprintf("source %s: resync to %s refused: the watermark is at %s, so this would move it forward and %s; give a time at or before %s to re-read from there, or add --skip-rows (\"skip_rows\": true in POST /resync) to skip them on purpose",
+		e.Source, TimeText(e.Move.To), TimeText(e.Move.WasAt), lost, TimeText(e.Move.WasAt))
 }
 
 // Unwrap makes a SkipError an ErrSkipsRows and, for the exit code, a bad

@@ -59,9 +59,10 @@ func clockForResync(ctx context.Context, c *config.Config) (time.Time, string) {
 // SkippedRows counts the rows of source c that a resync from the stored
 // state st to the point to would never copy: the rows past the watermark
 // (or at or after an earlier resync point) whose first cursor column is
-// before to.
+// before to. It gives up after 5 s (an admin call waits 15 s for its
+// answer): the count is for the message only.
 func SkippedRows(ctx context.Context, c *config.Config, st watermark.State, to time.Time) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	src, err := source.Open(ctx, c)
 	if err != nil {
