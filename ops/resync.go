@@ -24,6 +24,8 @@ type Move struct {
 	Was string
 	// WasAt is Was as an instant (zero when Was is "" or not a time).
 	WasAt time.Time
+	// day is true when Was is a date: a run reads from the day To falls in.
+	day bool
 	// To is the new point (zero: the start).
 	To time.Time
 }
@@ -38,6 +40,9 @@ func PlanMove(st watermark.State, from time.Time) Move {
 		m.Was = st.From
 	}
 	if m.Was != "" {
+		if _, err := time.Parse(time.DateOnly, m.Was); err == nil {
+			m.day = true
+		}
 		if t, ok := pgutil.ParseTime(m.Was); ok {
 			m.WasAt = t
 		} else if t, err := time.Parse(time.RFC3339Nano, m.Was); err == nil {
@@ -51,7 +56,12 @@ func PlanMove(st watermark.State, from time.Time) Move {
 // read: the new point is after the watermark's first cursor value. A
 // watermark that holds nothing, or no time, is never passed.
 func (m Move) Forward() bool {
-	return !m.To.IsZero() && !m.WasAt.IsZero() && m.To.After(m.WasAt)
+	to := m.To
+	if m.day {
+		// A date cursor is read from the day the point falls in.
+		to = time.Date(to.Year(), to.Month(), to.Day(), 0, 0, 0, 0, time.UTC)
+	}
+	return !m.To.IsZero() && !m.WasAt.IsZero() && to.After(m.WasAt)
 }
 
 // Done says what the applied move did, in one line; skipped is the number
