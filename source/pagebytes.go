@@ -60,7 +60,7 @@ func valueSize(x, typ string, binary bool) string {
 		if binary {
 			return "octet_length(" + x + ")"
 		}
-		return "(2 * octet_length(" + x + ") + 2)" // \x and two hex digits a byte
+		return "(2 * octet_length(" + x + ")::int8 + 2)" // \x and two hex digits a byte
 	}
 	// jsonb, arrays, numeric, user types: the stored size, which is the
 	// compressed size of a compressed value (docs: README, source.page_bytes).
@@ -70,8 +70,8 @@ func valueSize(x, typ string, binary bool) string {
 // sized reports whether pages of r need the byte limit: some column has
 // no bounded size, or page_size rows of bounded ones could pass it.
 func (r *Reader) sized(limit int) bool {
-	max := r.cfg.Source.PageBytes.Bytes
-	if max <= 0 {
+	budget := r.cfg.Source.PageBytes.Bytes
+	if budget <= 0 {
 		return false
 	}
 	for _, col := range r.Table.Columns {
@@ -79,14 +79,13 @@ func (r *Reader) sized(limit int) bool {
 			return true
 		}
 	}
-	return int64(limit)*int64(len(r.Table.Columns))*fixedTextWidth > max
+	return int64(limit)*int64(len(r.Table.Columns))*fixedTextWidth > budget
 }
 
 // sizedQuery wraps the page query q (whose select list is r's columns,
 // then the text copies of the cursor in binary mode) so that it returns
 // only the rows that fit in page_bytes, the first row always, and one more
-// column, "t" when a row that did not fit follows. n is the number of
-// columns q selects.
+// column, "true" when a row that did not fit follows.
 func (r *Reader) sizedQuery(q string, params []string) (string, []string) {
 	n := len(r.Table.Columns)
 	total := n
@@ -107,7 +106,8 @@ func (r *Reader) sizedQuery(q string, params []string) (string, []string) {
 	sizes := []string{fmt.Sprint(4 * n)} // each value's length word
 	for i, col := range r.Table.Columns {
 		if !fixedTypes[baseType(col.Type)] {
-			sizes = append(sizes, "coalesce("+valueSize(alias(i), col.Type, r.formats != nil)+", 0)")
+			// int8 before adding: two values of 1 GB pass int4.
+			sizes = append(sizes, "coalesce("+valueSize(alias(i), col.Type, r.formats != nil)+", 0)::int8")
 		} else {
 			sizes = append(sizes, fmt.Sprint(fixedTextWidth))
 		}
@@ -117,7 +117,7 @@ func (r *Reader) sizedQuery(q string, params []string) (string, []string) {
 	list := strings.Join(names, ", ")
 	w := "(ORDER BY " + strings.Join(order, ", ") + " ROWS UNBOUNDED PRECEDING)"
 	sized := "SELECT " + list + ", syncd_more::text FROM (" +
-		"SELECT " + list + ", sum((" + strings.Join(sizes, " + ") + ")::int8) OVER " + w + " AS syncd_bytes, " +
+		"SELECT " + list + ", sum(" + strings.Join(sizes, " + ") + ") OVER " + w + " AS syncd_bytes, " +
 		"row_number() OVER " + w + " AS syncd_row, " +
 		"lead(true, 1, false) OVER " + w + " AS syncd_more " +
 		"FROM (" + q + ") AS syncd_page (" + list + ")" +
