@@ -27,6 +27,9 @@ of it (NAME.TABLE).
 
 Moves a source's watermark back: the next run re-reads every row whose first
 cursor column is at or after --from, or the whole source with --from-start.
+A --from after the watermark would move it forward and the rows between
+would never be copied: that is refused (exit 2, the state unchanged) unless
+--skip-rows says to skip them; the line printed says which way it moved.
 When a daemon holds the state file, the request goes to that daemon, through
 its admin socket STATE.sock (or over TCP with --listen).
 `,

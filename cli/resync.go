@@ -18,6 +18,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	name := fs.String("source", "", "the source to move back (required)")
 	from := fs.String("from", "", "re-read rows whose first cursor column is at or after this RFC 3339 time")
 	fromStart := fs.Bool("from-start", false, "re-read the whole source")
+	skipRows := fs.Bool("skip-rows", false, "allow --from after the watermark: the rows between are skipped, never copied")
 	var a adminFlags
 	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
@@ -53,20 +54,32 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	}
 	store, err := openState(c.state)
 	if isLocked(err) {
-		return resyncThroughDaemon(ctx, env, &a, c.state, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart}, err)
+		return resyncThroughDaemon(ctx, env, &a, c.state, daemon.ResyncRequest{Source: *name, From: *from, FromStart: *fromStart, SkipRows: *skipRows}, err)
 	}
 	if err != nil {
 		return err
 	}
 	defer store.Close()
-	if err := ops.Resync(store, cfg, fromTime); err != nil {
+	// A move forward skips the rows between: count them for the message
+	// (refused, or applied with --skip-rows). This process holds the state
+	// file, so the watermark cannot move until ResyncMove, which checks
+	// again.
+	skipped := int64(-1)
+	if st, _, gerr := store.Get(*name); gerr == nil {
+		if m := ops.PlanMove(st, fromTime); m.Forward() {
+			if n, cerr := syncer.SkippedRows(ctx, cfg, st, fromTime); cerr == nil {
+				skipped = n
+			}
+			if !*skipRows {
+				return &ops.SkipError{Source: *name, Move: m, Rows: skipped}
+			}
+		}
+	}
+	m, err := ops.ResyncMove(store, cfg, fromTime, *skipRows)
+	if err != nil {
 		return err
 	}
-	if fromTime.IsZero() {
-		fmt.Fprintf(env.Stdout, "source %s: watermark cleared; the next run re-reads the whole source\n", *name)
-	} else {
-		fmt.Fprintf(env.Stdout, "source %s: watermark moved back to %s; the next run re-reads from there\n", *name, ops.TimeText(fromTime))
-	}
+	fmt.Fprintln(env.Stdout, m.Done(*name, skipped))
 	return nil
 }
 
@@ -90,6 +103,10 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 	case 200, 202:
 		fmt.Fprintln(env.Stdout, msg)
 		return nil
+	case 400:
+		// The daemon refused the request itself (a time past the clock, a
+		// move forward without --skip-rows): a bad argument, exit 2.
+		return usageText(msg)
 	case 401:
 		return fmt.Errorf("the daemon at %s refused the admin token: set SYNCD_ADMIN_TOKEN (or --admin-token-file) to the daemon's token, or leave out --listen to use its admin socket", c.where)
 	case 403:
@@ -97,3 +114,10 @@ func resyncThroughDaemon(ctx context.Context, env *Env, a *adminFlags, state str
 	}
 	return fmt.Errorf("the daemon at %s answered %d: %s", c.where, code, msg)
 }
+
+// usageText is a one-line message that is a bad argument (exit 2) without
+// saying so in its text.
+type usageText string
+
+func (e usageText) Error() string { return string(e) }
+func (e usageText) Unwrap() error { return ErrUsage }

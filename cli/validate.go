@@ -146,6 +146,13 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		if w := bound.Warning(cfg.Source.Lookback.Duration); w != "" {
 			warnings = append(warnings, w)
 		}
+		// A sequence set back below the stored watermark: the next run
+		// would refuse it (an unreadable state file is reported below).
+		if st, _, err := watermark.ReadState(state, cfg.Name, 2*time.Second); err == nil {
+			if err := syncer.CheckSequence(cfg, src.Table, st, bound); err != nil {
+				return nil, nil, err
+			}
+		}
 		lt, err := src.LocalTimeWarning(ctx)
 		if err != nil {
 			return nil, nil, err

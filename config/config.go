@@ -81,6 +81,10 @@ type Source struct {
 	// Lookback is how far behind the watermark each run starts reading again.
 	Lookback Duration `yaml:"lookback"`
 	PageSize int      `yaml:"page_size"`
+	// PageBytes bounds a page by bytes as well (DefaultPageBytes when
+	// unset): a page ends early at the row that would take it past this
+	// size, or after its first row when that row alone is larger.
+	PageBytes Size `yaml:"page_bytes"`
 	// DeletedColumn names a soft-delete flag or timestamp column.
 	DeletedColumn string `yaml:"deleted_column"`
 	// Settle keeps the read bound this far behind the source's clock.

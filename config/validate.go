@@ -15,6 +15,13 @@ import (
 // Defaults applied when a key is absent.
 const (
 	DefaultPageSize = 1000
+	// DefaultPageBytes is source.page_bytes when unset: a page of rows of
+	// any width holds at most this much (or one row), which bounds the
+	// memory of a run to a few times it (README, source.page_bytes).
+	DefaultPageBytes = 16 << 20
+	// MinPageBytes and MaxPageBytes bound source.page_bytes.
+	MinPageBytes = 64 << 10
+	MaxPageBytes = 1 << 30
 	// DefaultGrantPageSize is the targets one grant page of a coupon
 	// campaign grants when sink.grant_page_size is not set: the grants are
 	// inserted by one statement on the sink's server (no key travels
@@ -160,6 +167,12 @@ func (c *Config) checkSource() error {
 	}
 	if s.PageSize < 1 || s.PageSize > 1_000_000 {
 		return c.Errorf("source.page_size", "%d is out of range; use 1 to 1000000", s.PageSize)
+	}
+	if _, set := c.Lines["source.page_bytes"]; !set {
+		s.PageBytes = Size{DefaultPageBytes}
+	}
+	if s.PageBytes.Bytes < MinPageBytes || s.PageBytes.Bytes > MaxPageBytes {
+		return c.Errorf("source.page_bytes", "%s is out of range; use %s to %s, for example 32MB", s.PageBytes, Size{MinPageBytes}, Size{MaxPageBytes})
 	}
 	switch s.Bound {
 	case BoundAll, BoundWriters, BoundOff:

@@ -194,8 +194,86 @@ func TestResyncFromTheFutureIsRefused(t *testing.T) {
 			t.Fatalf("the refused resync changed the state: %+v, was %+v", after, before)
 		}
 	}
+	// Within the clock allowance the time is not refused as future, but it
+	// is after the watermark (the rows are stamped now): only skip_rows
+	// moves the watermark forward.
 	soon := time.Now().Add(20 * time.Second).UTC().Format(time.RFC3339)
-	if code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: soon}); code != 200 || !r.Applied {
-		t.Fatalf("resync within the clock allowance: %d %+v, want 200", code, r)
+	if code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: soon}); code != 400 || !strings.Contains(r.Message, "would move it forward") {
+		t.Fatalf("resync within the clock allowance, after the watermark: %d %+v, want 400", code, r)
+	}
+	if code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: soon, SkipRows: true}); code != 200 || !r.Applied || !strings.Contains(r.Message, "moved forward") {
+		t.Fatalf("resync within the clock allowance with skip_rows: %d %+v, want 200", code, r)
+	}
+}
+
+// POST /resync with a time after the watermark (in the past) is a 400
+// saying the watermark would move forward and how many rows would never be
+// copied, and the state is unchanged; with "skip_rows": true it is applied
+// and the message says it moved forward and how many rows were skipped.
+// (Before: 200 "watermark moved back to ...", and those rows were lost.)
+func TestResyncForwardIsRefusedByDaemon(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 100)
+	// Row id is stamped 2026-10-01 09:00:00 plus id seconds.
+	stamp := `UPDATE src SET updated_at = '2026-10-01 09:00:00+00'::timestamptz + id * interval '1 second' WHERE id BETWEEN $1 AND $2`
+	f.db.Exec(t, stamp, 1, 100)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
+	d := startDaemon(t, path, func(o *daemon.Options) { o.AdminToken = token })
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return d.state(t, "orders").LastStatus == "ok" })
+	f.insert(t, "src", 101, 150)
+	f.db.Exec(t, stamp, 101, 150)
+	before := d.state(t, "orders")
+	if len(before.Cursor) == 0 || before.Cursor[0] != "2026-10-01 09:01:40+00" {
+		t.Fatalf("watermark after the first run: %v, want 2026-10-01 09:01:40+00", before.Cursor)
+	}
+
+	code, r := postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: "2026-10-01T09:03:20Z"})
+	if code != 400 || r.Applied || !strings.Contains(r.Message, "source orders: resync to 2026-10-01T09:03:20.000000Z refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and 50 source rows between would never be copied") {
+		t.Fatalf("resync after the watermark: %d %+v, want 400 naming the 50 rows", code, r)
+	}
+	if after := d.state(t, "orders"); !slices.Equal(after.Cursor, before.Cursor) || after.From != "" || !after.ResyncedAt.IsZero() {
+		t.Fatalf("the refused resync changed the state: %+v, was %+v", after, before)
+	}
+
+	code, r = postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: "2026-10-01T09:03:20Z", SkipRows: true})
+	if want := "source orders: watermark moved forward from 2026-10-01T09:01:40.000000Z to 2026-10-01T09:03:20.000000Z: 50 source rows between were skipped"; code != 200 || !r.Applied || !strings.Contains(r.Message, want) {
+		t.Fatalf("resync with skip_rows: %d %+v, want 200 and %q", code, r, want)
+	}
+	if after := d.state(t, "orders"); after.Cursor != nil || after.From != "2026-10-01T09:03:20Z" {
+		t.Fatalf("after resync with skip_rows the state is %+v", after)
+	}
+	code, r = postResync(t, d.addr, token, daemon.ResyncRequest{Source: "orders", From: "2026-10-01T09:00:10Z"})
+	if want := "source orders: watermark moved back from 2026-10-01T09:03:20.000000Z to 2026-10-01T09:00:10.000000Z"; code != 200 || !strings.Contains(r.Message, want) {
+		t.Fatalf("resync back: %d %+v, want 200 and %q", code, r, want)
+	}
+}
+
+// `syncd resync --from` a time after the watermark while a daemon holds the
+// state file goes through its admin socket, and the daemon's refusal is
+// the CLI's: exit 2, its one line on stderr, the watermark unchanged; with
+// --skip-rows the CLI sends skip_rows and the watermark moves forward.
+func TestResyncForwardThroughDaemonExits2(t *testing.T) {
+	f := newFixture(t)
+	f.table(t, "src", 100)
+	f.db.Exec(t, `UPDATE src SET updated_at = '2026-10-01 09:00:00+00'::timestamptz + id * interval '1 second'`)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
+	state := filepath.Join(t.TempDir(), "state.db")
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
+
+	code, out, errOut := runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z")
+	line := strings.TrimSpace(errOut)
+	if code != 2 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and a row committed later with a first cursor value between would never be copied (none is there now)") {
+		t.Fatalf("resync --from after the watermark through the daemon: exit %d, stdout %q, stderr %q; want exit 2 and the daemon's refusal", code, out, errOut)
+	}
+	if st := statusOf(t, path, state).Sources[0]; st.Watermark != "2026-10-01T09:01:40.000000Z" || st.ResyncFrom != "" {
+		t.Fatalf("after the refused resync: watermark %q, resync point %q", st.Watermark, st.ResyncFrom)
+	}
+	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z", "--skip-rows")
+	if code != 0 || !strings.Contains(out, "source orders: watermark moved forward from 2026-10-01T09:01:40.000000Z to 2026-10-01T09:03:20.000000Z") {
+		t.Fatalf("resync --skip-rows through the daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if st := statusOf(t, path, state).Sources[0]; st.ResyncFrom != "2026-10-01T09:03:20Z" {
+		t.Fatalf("after resync --skip-rows the resync point is %q", st.ResyncFrom)
 	}
 }

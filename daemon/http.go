@@ -3,6 +3,7 @@ package daemon
 import (
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -23,6 +24,9 @@ type ResyncRequest struct {
 	Source    string `json:"source"`
 	From      string `json:"from,omitempty"`
 	FromStart bool   `json:"from_start,omitempty"`
+	// SkipRows allows a From after the watermark: the rows between are
+	// skipped, never copied. Without it such a request is refused (400).
+	SkipRows bool `json:"skip_rows,omitempty"`
 }
 
 // Reply is the body of every admin answer that is not a document.
@@ -159,19 +163,35 @@ func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
 		reply(w, http.StatusBadRequest, Reply{Message: err.Error()})
 		return
 	}
-	applied, err := s.requestResync(from)
+	// A move forward skips the rows between: refused unless the request
+	// says skip_rows, and counted for the message either way. The state
+	// is checked again when the resync is applied (ops.ResyncMove).
+	skipped := int64(-1)
+	if st, _, err := d.o.Store.Get(req.Source); err == nil {
+		if m := ops.PlanMove(st, from); m.Forward() {
+			if n, cerr := syncer.SkippedRows(r.Context(), s.config(), st, from); cerr == nil {
+				skipped = n
+			}
+			if !req.SkipRows {
+				reply(w, http.StatusBadRequest, Reply{Message: (&ops.SkipError{Source: req.Source, Move: m, Rows: skipped}).Error()})
+				return
+			}
+		}
+	}
+	m, applied, err := s.requestResync(from, req.SkipRows)
+	var skipErr *ops.SkipError
 	switch {
+	case errors.As(err, &skipErr):
+		skipErr.Rows = skipped
+		reply(w, http.StatusBadRequest, Reply{Message: skipErr.Error()})
 	case err != nil:
 		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
 	case !applied:
-		d.log.Info("resync requested over HTTP; it waits for the run in flight to end", "source", req.Source, "from", resyncText(from))
-		reply(w, http.StatusAccepted, Reply{Message: fmt.Sprintf("source %s: a run is going; the watermark moves back to %s when it ends, and the next run re-reads from there", req.Source, resyncText(from))})
+		d.log.Info("resync requested over HTTP; it waits for the run in flight to end", "source", req.Source, "from", resyncText(from), "skip_rows", req.SkipRows)
+		reply(w, http.StatusAccepted, Reply{Message: fmt.Sprintf("source %s: a run is going; the watermark moves to %s when it ends, and the next run reads from there", req.Source, resyncText(from))})
 	default:
-		d.log.Info("resync applied over HTTP", "source", req.Source, "from", resyncText(from))
-		msg := fmt.Sprintf("source %s: watermark moved back to %s; the next run re-reads from there", req.Source, resyncText(from))
-		if from.IsZero() {
-			msg = fmt.Sprintf("source %s: watermark cleared; the next run re-reads the whole source", req.Source)
-		}
+		msg := m.Done(req.Source, skipped)
+		d.log.Info("resync applied over HTTP", "source", req.Source, "from", resyncText(from), "result", msg)
 		reply(w, http.StatusOK, Reply{Message: msg, Applied: true})
 	}
 }

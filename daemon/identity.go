@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -77,7 +78,8 @@ func writeIdentity(state string) ([]byte, error) {
 	return secret, nil
 }
 
-// listenSocket binds the admin socket at path, mode 0600. The caller holds
+// listenSocket binds the admin socket at path, mode 0600 from the moment
+// it exists (listenRestricted). The caller holds
 // the state file's lock, so no live daemon of this state owns a socket at
 // path: a leftover socket nobody answers on is removed; anything else (a
 // file that is not a socket, a socket someone answers on) is left alone
@@ -102,14 +104,41 @@ func listenSocket(path string) (net.Listener, error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
-	ln, err := net.Listen("unix", path)
+	ln, err := listenRestricted(path)
 	if err != nil {
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
-	ln.(*net.UnixListener).SetUnlinkOnClose(true)
+	ln.SetUnlinkOnClose(true)
+	if testAfterBind != nil {
+		testAfterBind(path)
+	}
+	// The socket was created 0700 (see listenRestricted); 0600 is the mode
+	// the docs promise (execute means nothing on a socket).
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}
 	return ln, nil
+}
+
+// umaskMu serialises the daemon's changes of the process umask.
+var umaskMu sync.Mutex
+
+// testAfterBind, set only by tests, is called with the socket's path as
+// soon as bind has created it, before anything else touches it.
+var testAfterBind func(path string)
+
+// listenRestricted binds a Unix socket at path that only the daemon's user
+// can connect to from the moment it exists: bind creates the socket file
+// with mode 0777 minus the umask, so the umask is 077 during the bind.
+// (Binding first and restricting it afterwards left a moment in which any
+// local user could connect.) The umask belongs to the process: a file or
+// directory another goroutine creates during the bind gets no group or
+// other permissions, which is never less safe and is undone right after.
+func listenRestricted(path string) (*net.UnixListener, error) {
+	umaskMu.Lock()
+	defer umaskMu.Unlock()
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	return net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
 }

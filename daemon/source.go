@@ -35,8 +35,8 @@ type source struct {
 	cfg     *config.Config
 	entries []entryID
 	busy    bool
-	lastErr string     // the error of the last run when it failed
-	pending *time.Time // a resync waiting for the run in flight to end
+	lastErr string         // the error of the last run when it failed
+	pending *pendingResync // a resync waiting for the run in flight to end
 	removed bool
 	prog    *syncer.Progress // the run going, nil when none
 }
@@ -229,12 +229,12 @@ func (s *source) finish(job, outcome string, err error) {
 		}
 	}
 	if s.pending != nil {
-		from := *s.pending
+		p := *s.pending
 		s.pending = nil
-		if rerr := ops.Resync(s.d.o.Store, s.cfg, from); rerr != nil {
+		if m, rerr := ops.ResyncMove(s.d.o.Store, s.cfg, p.from, p.skipRows); rerr != nil {
 			s.log.Error("resync requested during the run could not be applied", "err", rerr)
 		} else {
-			s.log.Info("resync requested during the run applied", "from", resyncText(from))
+			s.log.Info("resync requested during the run applied", "from", resyncText(p.from), "result", m.Done(s.cfg.Name, -1))
 		}
 	}
 	s.busy = false
@@ -313,18 +313,26 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 	}
 }
 
-// requestResync applies a resync now, or when the job in flight ends.
-func (s *source) requestResync(from time.Time) (applied bool, err error) {
+// requestResync applies a resync now, or when the job in flight ends; a
+// move forward is applied only with skipRows (ops.ResyncMove).
+func (s *source) requestResync(from time.Time, skipRows bool) (m ops.Move, applied bool, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.busy {
-		s.pending = &from
-		return false, nil
+		s.pending = &pendingResync{from: from, skipRows: skipRows}
+		return ops.Move{}, false, nil
 	}
-	if err := ops.Resync(s.d.o.Store, s.cfg, from); err != nil {
-		return false, err
+	m, err = ops.ResyncMove(s.d.o.Store, s.cfg, from, skipRows)
+	if err != nil {
+		return m, false, err
 	}
-	return true, nil
+	return m, true, nil
+}
+
+// pendingResync is a resync that waits for the job in flight to end.
+type pendingResync struct {
+	from     time.Time
+	skipRows bool
 }
 
 func resyncText(from time.Time) string {

@@ -24,6 +24,11 @@ type Page struct {
 	// keeps its own record of its position writes it in the page's
 	// transaction.
 	Mark []string
+	// More is set on a page that ended before its row limit because the
+	// next row would have taken it past its byte limit: rows may follow
+	// although the page is short (a short page without it means the reader
+	// reached the end).
+	More bool
 	// Binary, when set, says that every value of Rows is in PostgreSQL's
 	// binary send format instead of text. The source reads binary only when
 	// the sink asked for it (sink.BinaryWriter) and every column's type is

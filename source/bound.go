@@ -61,6 +61,12 @@ type Bound struct {
 	// off says why bound: off leaves late commits to reconcile ("" when it
 	// does not matter).
 	off string
+	// SeqLast is, for a sequence cursor, the last value its sequence
+	// handed out as read with the bound ("" when unknown: the role may not
+	// read it, the sequence gave no value since it was created or reset
+	// with setval(..., false), or source.bound is off). See
+	// SequenceBehind.
+	SeqLast string
 }
 
 // ClockAllowance is how far past the source's clock a temporal cursor value

@@ -23,7 +23,7 @@ func (r *Reader) CheckPlan(ctx context.Context) (PlanCheck, error) {
 	for i, col := range r.Table.Cursor {
 		after[i] = sampleValue(col.Type)
 	}
-	q, params := r.PageQuery(Position{After: after}, r.cfg.Source.PageSize)
+	q, params := r.readQuery(Position{After: after}, r.cfg.Source.PageSize)
 	args := make([]any, len(params))
 	for i, p := range params {
 		args[i] = p

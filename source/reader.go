@@ -8,6 +8,8 @@ package source
 import (
 	"context"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,6 +42,10 @@ type Reader struct {
 	// formats are the result formats of sel's columns when UseBinary was
 	// called: binary for the columns, text for the trailing cursor copies.
 	formats []int16
+	// narrow is set while the rows read are so narrow that a page of
+	// page_size rows stays well within source.page_bytes: the next page
+	// is read without the server counting its bytes (pagebytes.go).
+	narrow bool
 	// stmts maps a page query to its prepared statement (prepared.go).
 	stmts   map[string]string
 	stmtSeq int
@@ -117,15 +123,72 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 	return q, params
 }
 
-// ReadPage reads at most limit rows from pos in cursor order.
+// readQuery is the query ReadPage runs while rows may be wide: PageQuery,
+// bounded by bytes when the table needs it (pagebytes.go).
+func (r *Reader) readQuery(pos Position, limit int) (string, []string) {
+	q, params := r.PageQuery(pos, limit)
+	if r.sized(limit) {
+		return r.sizedQuery(q, params)
+	}
+	return q, params
+}
+
+// CountBefore counts the rows a page read from pos reaches whose first
+// cursor column is before t (a date column: before the day t falls in).
+func (r *Reader) CountBefore(ctx context.Context, pos Position, t time.Time) (int64, error) {
+	if !r.Table.Temporal {
+		return 0, fmt.Errorf("count rows of %s before %s: the first cursor column %q is not a timestamp", r.Table.Ident, t.Format(time.RFC3339Nano), r.Table.Cursor[0].Name)
+	}
+	_, pos.Before = limitText(r.Table.Cursor[0].Type, t)
+	q, params := r.PageQuery(pos, math.MaxInt32)
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = p
+	}
+	var n int64
+	if err := r.conn.QueryRow(ctx, "SELECT count(*) FROM ("+q+") AS page", args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count rows of %s before %s: %w", r.Table.Ident, t.Format(time.RFC3339Nano), err)
+	}
+	return n, nil
+}
+
+// ReadPage reads at most limit rows from pos in cursor order, and at most
+// source.page_bytes of them (at least one row): a page cut short by its
+// bytes has More set (pagebytes.go).
 func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Page, error) {
 	q, params := r.PageQuery(pos, limit)
+	sized := r.sized(limit) && !r.narrow
+	if sized {
+		q, params = r.sizedQuery(q, params)
+	}
+	budget := r.cfg.Source.PageBytes.Bytes
 	p := page.Page{Binary: r.formats != nil}
 	n := len(r.Table.Columns)
 	var mem arena
 	var last []byte // the trailing text cursor of the latest row
 	var ends []int
-	err := r.exec(ctx, q, params, func(vals [][]byte) {
+	formats := r.formats
+	if sized && formats != nil {
+		formats = append(slices.Clip(formats), 0) // the trailing column is text
+	}
+	var bytes, widest int64
+	cut := false
+	err := r.execFormats(ctx, q, params, formats, func(vals [][]byte) {
+		more := false
+		if sized {
+			// The trailing column says whether a row that did not fit follows.
+			more = string(vals[len(vals)-1]) == "true"
+			vals = vals[:len(vals)-1]
+		}
+		if cut {
+			return // past the byte limit: read and dropped
+		}
+		size := rowBytes(vals[:n])
+		if budget > 0 && len(p.Rows) > 0 && bytes+size > budget {
+			cut, p.More = true, true
+			return
+		}
+		bytes, widest, p.More = bytes+size, max(widest, size), more
 		p.Rows = append(p.Rows, mem.row(vals, n))
 		if p.Binary {
 			last, ends = last[:0], ends[:0]
@@ -135,6 +198,11 @@ func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Pa
 			}
 		}
 	})
+	if err == nil && budget > 0 {
+		// The next page skips the server's byte count while a page of this
+		// page's widest rows stays well within the limit.
+		r.narrow = !p.More && widest*int64(limit) <= budget/2
+	}
 	if err != nil {
 		return page.Page{}, fmt.Errorf("read page of %s: %w", r.Table.Ident, err)
 	}
@@ -156,14 +224,9 @@ func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Pa
 	return p, nil
 }
 
-// exec runs q with text parameters and the page's result formats (text, or
-// those UseBinary chose), calling row for each row; row's values are valid
-// only during the call.
-func (r *Reader) exec(ctx context.Context, q string, params []string, row func([][]byte)) error {
-	return r.execFormats(ctx, q, params, r.formats, row)
-}
-
-// execFormats is exec with the given result formats (nil: all text).
+// execFormats runs q with text parameters and the given result formats
+// (nil: all text), calling row for each row; row's values are valid only
+// during the call.
 func (r *Reader) execFormats(ctx context.Context, q string, params []string, formats []int16, row func([][]byte)) error {
 	vals := make([][]byte, len(params))
 	for i, p := range params {

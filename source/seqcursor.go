@@ -125,19 +125,24 @@ func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
 		return Bound{off: fmt.Sprintf("source.bound is off and the %s: a row committed after rows with higher values were read is skipped by every run and found only by syncd reconcile; schedule reconcile, or remove bound: off where the cursor allows it", why)}, nil
 	}
 	var (
-		b  Bound
-		m0 pgtype.Text
+		b    Bound
+		m0   pgtype.Text
+		last pgtype.Int8
 	)
 	col := pgutil.Ident(first.Name)
 	// A value set by hand above the sequence (an explicit id) is no proof
 	// that lower values were handed out: M0 is capped at the sequence's
 	// last value when this role may read it.
-	q := "SELECT least(max(" + col + "), CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END)::text, now(), pg_is_in_recovery() FROM " +
-		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)
-	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &b.Now, &b.Standby); err != nil {
+	q := "SELECT least(m.v, l.v)::text, l.v, now(), pg_is_in_recovery() FROM (SELECT max(" + col + ") AS v FROM " +
+		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + ") AS m, " +
+		"(SELECT CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END AS v) AS l"
+	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &last, &b.Now, &b.Standby); err != nil {
 		return Bound{}, fmt.Errorf("read the largest committed %s of %s for the read bound: %w", first.Name, r.Table.Ident, err)
 	}
 	b.Now = b.Now.UTC()
+	if last.Valid {
+		b.SeqLast = strconv.FormatInt(last.Int64, 10)
+	}
 	next, err := nextValue(first.Type, m0)
 	if err != nil {
 		return Bound{}, fmt.Errorf("read bound of %s: %w", r.Table.Ident, err)

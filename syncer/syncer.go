@@ -373,7 +373,8 @@ func (r *runner) loop(ctx context.Context) error {
 			return err
 		}
 		r.res.Cursor = r.wm.saved
-		if p.Len() < limit {
+		// A short page is the end, unless its bytes ended it (page.More).
+		if p.Len() < limit && !p.More {
 			return nil
 		}
 	}

@@ -44,7 +44,7 @@ func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, err
 		}
 	}
 	next := source.Position{After: p.Last, Before: t.pos.Before}
-	if !behind && p.Len() == limit {
+	if !behind && (p.Len() == limit || p.More) {
 		t.fetch.ahead(ctx, next) // while this page is written
 	}
 	t.pos = next
@@ -87,6 +87,9 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	}
 	bound, caughtUp, err := r.bound(ctx, src)
 	if err != nil {
+		return false, err
+	}
+	if err := CheckSequence(r.c, src.Table, r.st, bound); err != nil {
 		return false, err
 	}
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/internal/pgtest"
 )
 
 // `syncd resync --from` a time past the source's clock exits 2 with one
@@ -48,5 +50,74 @@ func TestResyncFromTheFutureExits2(t *testing.T) {
 	// A time in the past still works.
 	if r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from", "2026-10-01T00:00:00Z"); r.code != 0 {
 		t.Fatalf("resync --from the past: exit %d: %s", r.code, r.stderr)
+	}
+}
+
+// `syncd resync --from` a time after the watermark would move it forward
+// and the rows between would never be copied: exit 2 with one line saying
+// so and how many rows, the state file unchanged, and the next run copies
+// every row. The same time within the clock allowance is refused too.
+// With --skip-rows the move is made and the line says it moved forward and
+// how many rows were skipped; a move back says "moved back from". (Before:
+// "watermark moved back to ...", exit 0, and those rows were never copied.)
+func TestResyncForwardIsRefused(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`)
+	// Row g is stamped 2026-10-01 09:00:00 plus g seconds.
+	insert := func(from, to int) {
+		src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 second', 'o' || g FROM generate_series($1::int, $2::int) g`, from, to)
+	}
+	insert(1, 100)
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_STATE=" + state}
+	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	insert(101, 150)
+	before, err := os.ReadFile(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ from, rows string }{
+		{"2026-10-01T09:03:20Z", "the 50 source rows between"},                                      // in the past, after the watermark (09:01:40)
+		{time.Now().Add(20 * time.Second).UTC().Format(time.RFC3339), "the 50 source rows between"}, // within the clock allowance
+	} {
+		r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from", tc.from)
+		line := strings.TrimSpace(r.stderr)
+		if r.code != 2 || strings.Contains(line, "\n") || r.stdout != "" ||
+			!strings.Contains(line, "source orders: resync to ") || !strings.Contains(line, "refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and 50 source rows between would never be copied") ||
+			!strings.Contains(line, "--skip-rows") {
+			t.Fatalf("resync --from %s after the watermark: exit %d, want 2 with one line saying it would skip %s:\n%s%s", tc.from, r.code, tc.rows, r.stdout, r.stderr)
+		}
+		if after, _ := os.ReadFile(state); string(after) != string(before) {
+			t.Fatalf("the refused resync --from %s changed the state file", tc.from)
+		}
+	}
+	// Nothing was skipped: the next run copies all 150 rows.
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want || count(t, dst, "SELECT count(*) FROM orders_copy") != 150 {
+		t.Fatalf("after the refused resyncs the copy differs from the source")
+	}
+
+	// With --skip-rows the operator skips rows 151..179 on purpose.
+	insert(151, 200)
+	r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from", "2026-10-01T09:03:00Z", "--skip-rows")
+	if want := "source orders: watermark moved forward from 2026-10-01T09:02:30.000000Z to 2026-10-01T09:03:00.000000Z: 29 source rows between were skipped and will not be copied"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("resync --skip-rows: exit %d, want 0 and %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
+		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	}
+	if n, skipped := count(t, dst, "SELECT count(*) FROM orders_copy"), count(t, dst, "SELECT count(*) FROM orders_copy WHERE id BETWEEN 151 AND 179"); n != 171 || skipped != 0 {
+		t.Fatalf("after resync --skip-rows the copy has %d rows, %d of the skipped ones; want 171 and 0", n, skipped)
+	}
+	// A move back says so, with both points.
+	r = syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from", "2026-10-01T09:00:50Z")
+	if want := "source orders: watermark moved back from 2026-10-01T09:03:20.000000Z to 2026-10-01T09:00:50.000000Z; the next run re-reads from there"; r.code != 0 || !strings.Contains(r.stdout, want) {
+		t.Fatalf("resync back: exit %d, want 0 and %q:\n%s%s", r.code, want, r.stdout, r.stderr)
 	}
 }
