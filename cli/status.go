@@ -148,8 +148,19 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 		if s.LastError != "" {
 			status += ": " + s.LastError
 		}
+		if f := s.FirstLoad; f != nil {
+			// Not running (a daemon would say): stopped or killed mid-way.
+			last := status
+			status = fmt.Sprintf("loading: %d of %d chunks, %d rows, stopped", f.ChunksDone, f.Chunks, f.Rows)
+			if s.LastStatus != "" {
+				status += "; last run " + last
+			}
+		}
 		if p := s.Running; p != nil {
 			status = "running: " + progressText(*p)
+			if p.Phase == syncer.PhaseFirstLoad {
+				status = loadingText(*p)
+			}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status,
 			secondsText(s.FreshnessSeconds), s.RowsLastRun, s.RowsWritten, secondsText(s.NewestRowAgeSeconds), cmpStr(s.Bound, "-"))
@@ -203,6 +214,15 @@ func progressText(p syncer.Progress) string {
 		out += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
 	}
 	return out
+}
+
+// loadingText renders a first load's progress for the status table.
+func loadingText(p syncer.Progress) string {
+	eta := "unknown"
+	if p.ETASeconds >= 0 {
+		eta = (time.Duration(p.ETASeconds) * time.Second).String()
+	}
+	return fmt.Sprintf("loading: %d of %d chunks, %d rows, %.0f rows/s, ETA %s", p.ChunksDone, p.Chunks, p.Rows, p.RowsPerSecond, eta)
 }
 
 // printOutside names the rows the cursor cannot reach, when the last run

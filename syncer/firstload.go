@@ -183,6 +183,9 @@ type loader struct {
 	upsert bool   // resumed: rows of another snapshot may be in the copy already
 	reread []int  // resumed: the chunks done before, to read again for newer row versions
 	began  time.Time
+	blocks int64 // the source's heap blocks in this process's snapshot
+	rowEst int64 // the source's estimated rows (pg_class.reltuples; -1: unknown)
+	prog   *loadProgress
 
 	conns []loadConn
 	mu    sync.Mutex // the lock's connection, OnPage, res
@@ -232,12 +235,14 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	var snap string
 	var blocks int64
 	var version int
-	err := first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int",
-		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&snap, &blocks, &version)
+	err := first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int, "+
+		"(SELECT greatest(reltuples, -1)::int8 FROM pg_class WHERE oid = $1::regclass)",
+		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&snap, &blocks, &version, &l.rowEst)
 	if err != nil {
 		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
 	}
 	l.tidOK = version >= 140000
+	l.blocks = blocks
 	table := pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
 	// The first session holds the table and its inheritance children (the
 	// planner locks every one it expands) until the load ends, its
@@ -521,6 +526,19 @@ type job struct {
 func (l *loader) run(ctx context.Context) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	var rows, todo int64
+	for i, ch := range l.fl.Chunks {
+		if ch.Done {
+			rows += ch.Rows
+		} else {
+			todo += l.span(i)
+		}
+	}
+	for _, i := range l.reread {
+		todo += l.span(i)
+	}
+	l.prog = startLoadProgress(l.o, l.log, len(l.fl.Chunks), len(l.fl.Chunks)-notDone(l.fl), rows, l.rowEst, todo)
+	defer l.prog.stop()
 	next := make(chan job)
 	go func() {
 		defer close(next)
@@ -659,6 +677,7 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 	if err != nil {
 		return err
 	}
+	l.prog.add(true, rows, l.span(i))
 	l.res.Pages++
 	l.res.Rows += rows
 	l.res.Written += rows
@@ -683,6 +702,7 @@ func (l *loader) counted(rows int64, i int, ch watermark.LoadChunk) error {
 			return err
 		}
 	}
+	l.prog.add(false, rows, l.span(i))
 	l.res.Rows += rows
 	l.res.Written += rows
 	if l.o.OnPage != nil {
@@ -690,6 +710,17 @@ func (l *loader) counted(rows int64, i int, ch watermark.LoadChunk) error {
 	}
 	l.log.Debug("first load chunk re-read", "chunk", i, "blocks_from", ch.From, "blocks_to", blockEnd(ch.To), "rows", rows)
 	return nil
+}
+
+// span is how many heap blocks of this process's snapshot chunk i covers
+// (at least 1): the unit of the first load's ETA.
+func (l *loader) span(i int) int64 {
+	ch := l.fl.Chunks[i]
+	end := int64(ch.To)
+	if ch.To == 0 {
+		end = l.blocks
+	}
+	return max(end-int64(ch.From), 1)
 }
 
 func blockEnd(to uint32) string {

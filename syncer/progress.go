@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,35 @@ type Progress struct {
 	Left int64 `json:"rows_left_estimate"`
 	// ETA is Left over RowsPerSecond, in seconds; -1 when unknown.
 	ETASeconds float64 `json:"eta_seconds"`
+	// Phase is "first load" while a first load copies the copy's chunks
+	// ("" while pages are read). Then Rows is the rows of every chunk
+	// committed (by earlier processes too), RowsPerSecond this process's
+	// rate, Estimate the table's estimated rows (pg_class.reltuples, -1
+	// when never counted), and ETASeconds the time the heap blocks left
+	// take at the pace of the blocks done so far.
+	Phase      string `json:"phase,omitempty"`
+	ChunksDone int    `json:"chunks_done,omitempty"`
+	Chunks     int    `json:"chunks,omitempty"`
 }
+
+// PhaseFirstLoad is Progress.Phase during a first load.
+const PhaseFirstLoad = "first load"
+
+// progressEvery is o.ProgressEvery, else $SYNCD_PROGRESS_EVERY (a Go
+// duration such as 30s), else DefaultProgressEvery.
+func progressEvery(o Options) time.Duration {
+	if o.ProgressEvery > 0 {
+		return o.ProgressEvery
+	}
+	if d, err := time.ParseDuration(os.Getenv(EnvProgressEvery)); err == nil && d > 0 {
+		return d
+	}
+	return DefaultProgressEvery
+}
+
+// EnvProgressEvery names the variable that sets how often a run and a
+// first load log their progress, when Options.ProgressEvery is not set.
+const EnvProgressEvery = "SYNCD_PROGRESS_EVERY"
 
 // progress tracks a run's rows and logs them at most every ProgressEvery.
 type progress struct {
@@ -70,10 +99,7 @@ func startProgress(ctx context.Context, o Options, log *slog.Logger, src *source
 	if pr.report != nil {
 		pr.report(pr.p)
 	}
-	every := o.ProgressEvery
-	if every <= 0 {
-		every = DefaultProgressEvery
-	}
+	every := progressEvery(o)
 	pr.wg.Add(1)
 	go func() {
 		defer pr.wg.Done()
@@ -123,6 +149,88 @@ func (pr *progress) snapshot() Progress {
 func (pr *progress) stop() {
 	close(pr.done)
 	pr.wg.Wait()
+}
+
+// loadProgress tracks a first load's chunks and logs them at most every
+// ProgressEvery ("first load progress").
+type loadProgress struct {
+	report func(Progress)
+	done   chan struct{}
+	wg     sync.WaitGroup
+
+	mu         sync.Mutex
+	p          Progress
+	rowsNow    int64 // rows this process committed
+	blocks     int64 // heap blocks this process has to read (re-reads included)
+	blocksDone int64 // of which read and committed
+}
+
+// startLoadProgress starts the first load's progress line: chunks done of
+// chunks, rows committed, rows per second and the ETA.
+func startLoadProgress(o Options, log *slog.Logger, chunks, chunksDone int, rows, estimate, blocks int64) *loadProgress {
+	lp := &loadProgress{report: o.OnProgress, done: make(chan struct{}), blocks: max(blocks, 1),
+		p: Progress{Started: time.Now().UTC(), From: "the start", Phase: PhaseFirstLoad, Chunks: chunks, ChunksDone: chunksDone,
+			Rows: rows, Estimate: estimate, Left: -1, ETASeconds: -1}}
+	if lp.report != nil {
+		lp.report(lp.snapshot())
+	}
+	every := progressEvery(o)
+	lp.wg.Add(1)
+	go func() {
+		defer lp.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				p := lp.snapshot()
+				log.Info("first load progress", "chunks_done", p.ChunksDone, "chunks", p.Chunks, "rows", p.Rows,
+					"rows_per_second", math.Round(p.RowsPerSecond), "rows_estimate", p.Estimate, "eta", etaText(p.ETASeconds))
+			case <-lp.done:
+				return
+			}
+		}
+	}()
+	return lp
+}
+
+// add counts a committed chunk (or re-read, chunk false) of blocks heap
+// blocks that wrote rows.
+func (lp *loadProgress) add(chunk bool, rows, blocks int64) {
+	lp.mu.Lock()
+	if chunk {
+		lp.p.ChunksDone++
+	}
+	lp.p.Rows += rows
+	lp.rowsNow += rows
+	lp.blocksDone += blocks
+	lp.mu.Unlock()
+	if lp.report != nil {
+		lp.report(lp.snapshot())
+	}
+}
+
+func (lp *loadProgress) snapshot() Progress {
+	lp.mu.Lock()
+	defer lp.mu.Unlock()
+	p := lp.p
+	s := time.Since(p.Started).Seconds()
+	if s > 0 {
+		p.RowsPerSecond = float64(lp.rowsNow) / s
+	}
+	if p.Estimate >= 0 {
+		p.Left = max(p.Estimate-p.Rows, 0)
+	}
+	if lp.blocksDone > 0 && s > 0 {
+		left := max(lp.blocks-lp.blocksDone, 0)
+		p.ETASeconds = math.Round(s * float64(left) / float64(lp.blocksDone))
+	}
+	return p
+}
+
+func (lp *loadProgress) stop() {
+	close(lp.done)
+	lp.wg.Wait()
 }
 
 func etaText(sec float64) string {

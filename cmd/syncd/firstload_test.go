@@ -2,16 +2,20 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/ops"
+	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -170,4 +174,112 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 		t.Fatalf("after %d kills the copy differs from the source (%d and %d bytes of rows)", kills, len(got), len(want))
 	}
 	t.Logf("%d kills", kills)
+}
+
+// A first load shows its progress while it runs: a daemon logs "first
+// load progress" every $SYNCD_PROGRESS_EVERY with the chunks done of all
+// and the rows, and status (live, from the daemon) says `loading: N of M
+// chunks` with the counts in --json; once the daemon is killed mid-load,
+// status reads the same chunks from the state file. The load is held
+// mid-way by a gate: the source's where calls a function that, inside the
+// load's COPY only, waits on an advisory lock the test holds for every row
+// past block 7, so the first two chunks (4 blocks each) commit and the
+// others wait.
+func TestFirstLoadShowsProgress(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, note text)`)
+	src.Exec(t, `CREATE INDEX ON orders (updated_at, id)`)
+	src.Exec(t, `INSERT INTO orders SELECT g, now() - interval '1 day' + g * interval '1 ms', repeat('x', 300) FROM generate_series(1, 1000) g`)
+	src.Exec(t, `ANALYZE orders`)
+	src.Exec(t, `CREATE FUNCTION load_gate(t tid) RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+	IF current_query() LIKE 'COPY%' AND (t::text::point)[0] >= 8 THEN
+		PERFORM pg_advisory_lock_shared(4242);
+		PERFORM pg_advisory_unlock_shared(4242);
+	END IF;
+	RETURN true;
+END $$`)
+	ctx := context.Background()
+	gate, err := src.Pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gate.Release()
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_lock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	var blocks int
+	if err := src.Pool.QueryRow(ctx, "SELECT pg_relation_size('orders') / 8192").Scan(&blocks); err != nil {
+		t.Fatal(err)
+	}
+	chunks := (blocks + 3) / 4
+	if chunks < 4 {
+		t.Fatalf("%d heap blocks, want at least 13 for 4 chunks", blocks)
+	}
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", "schedule: \"@every 1h\"\n"+
+		orders(t, src, dst, "  where: load_gate(ctid)\n  first_load: {workers: 2, chunk_size: 32kB, min_table_size: 0}\n"))
+	state := filepath.Join(dir, "state.db")
+	env := []string{"SYNCD_PROGRESS_EVERY=50ms"}
+	p := bin.Start(t, env, "run", "--config", cfg, "--state", state, "--listen", "", "--log-format", "json")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("daemon output:\n%s", p.Output)
+		}
+	})
+	// Two chunks commit, then the load waits at the gate: the progress
+	// line says so (the first ones may come before the chunks commit).
+	if _, ok := p.Output.AwaitEntry(30*time.Second, "first load progress", "chunks_done", 2, "chunks", chunks); !ok {
+		t.Fatalf("no progress line with 2 of %d chunks done", chunks)
+	}
+	rec, _ := p.Output.Find("first load progress", "chunks_done", 2)
+	if rows := rec.Int("rows"); rows < 100 || rows > 300 {
+		t.Errorf("progress line %v: want the rows of 2 chunks of 4 blocks (about 200)", rec)
+	}
+	for _, k := range []string{"rows_per_second", "eta", "rows_estimate"} {
+		if _, ok := rec.Get(k); !ok {
+			t.Errorf("progress line %v has no %s", rec, k)
+		}
+	}
+	if rec.Text("eta") == "unknown" {
+		t.Errorf("progress line %v: no ETA after 2 chunks", rec)
+	}
+	// status asks the daemon: the load, live.
+	var st ops.Status
+	r := syncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Sources) != 1 || st.Sources[0].Running == nil {
+		t.Fatalf("status --json from the daemon: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	}
+	run := st.Sources[0].Running
+	if run.Phase != syncer.PhaseFirstLoad || run.ChunksDone != 2 || run.Chunks != chunks || run.Rows != rec.Int("rows") || run.Estimate != 1000 || run.ETASeconds < 0 {
+		t.Errorf("running = %+v; want the first load, 2 of %d chunks, %d rows, 1000 estimated, an ETA", *run, chunks, rec.Int("rows"))
+	}
+	want := "loading: 2 of " + strconv.Itoa(chunks) + " chunks, " + strconv.FormatInt(run.Rows, 10) + " rows, "
+	if r := syncd(t, nil, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "rows/s, ETA ") {
+		t.Errorf("status from the daemon: exit %d, want %q...rows/s, ETA:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	// Killed mid-load, the state file keeps the chunks done: status shows
+	// the load, not "never run".
+	p.Signal(t, syscall.SIGKILL)
+	p.Wait(t, 10*time.Second)
+	want = "loading: 2 of " + strconv.Itoa(chunks) + " chunks, " + strconv.FormatInt(run.Rows, 10) + " rows, stopped"
+	if r := syncd(t, nil, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "never run") {
+		t.Errorf("status after the kill: exit %d, want %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	st = ops.Status{}
+	r = syncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Sources[0].FirstLoad == nil ||
+		st.Sources[0].FirstLoad.ChunksDone != 2 || st.Sources[0].FirstLoad.Chunks != chunks || st.Sources[0].FirstLoad.Rows != run.Rows {
+		t.Errorf("status --json after the kill: exit %d: %s", r.code, r.stdout)
+	}
+	// The gate opens: the next run finishes the load.
+	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
+		t.Fatal(err)
+	}
+	if r := syncd(t, env, "run", "--once", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stderr, "first load done") {
+		t.Fatalf("run after the kill: exit %d: %s", r.code, r.stderr)
+	}
+	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
+		t.Fatalf("the copy differs from the source (%d and %d bytes of rows)", len(got), len(want))
+	}
 }
