@@ -300,7 +300,7 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
-				return fmt.Errorf("%s: %w", firstWords(q), err)
+				return fmt.Errorf("%s: %w", statement(q), err)
 			}
 		}
 		return nil
@@ -311,11 +311,21 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 	return nil
 }
 
-// firstWords names a DDL statement by its first four words ("CREATE TYPE
-// "public"."mood" AS").
-func firstWords(q string) string {
-	f := strings.Fields(q)
-	return strings.Join(f[:min(4, len(f))], " ")
+// statement is a DDL statement for an error message: whole, on one line
+// (each line break and the indent around it becomes one space, none after
+// an opening or before a closing parenthesis), so that the message names
+// exactly what failed and the reader can run it by hand.
+func statement(q string) string {
+	lines := strings.Split(q, "\n")
+	var b strings.Builder
+	for i, l := range lines {
+		l = strings.TrimSpace(l)
+		if i > 0 && l != "" && b.Len() > 0 && !strings.HasSuffix(b.String(), "(") && !strings.HasPrefix(l, ")") {
+			b.WriteByte(' ')
+		}
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // createError explains a failed creation: with the grants the sink role
@@ -323,7 +333,7 @@ func firstWords(q string) string {
 // server's error and how to create the copy by hand.
 func (s *Postgres) createError(ctx context.Context, stmt string, err error) error {
 	if stmt != "" {
-		err = fmt.Errorf("%s: %w", firstWords(stmt), err)
+		err = fmt.Errorf("%s: %w", statement(stmt), err)
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42501" {

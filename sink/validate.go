@@ -62,7 +62,7 @@ func (s *Postgres) tryCreate(ctx context.Context, stmts []string) error {
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // nothing to keep
 	for _, q := range stmts {
 		if _, err := tx.Exec(ctx, q); err != nil {
-			return fmt.Errorf("%s: %w", firstWords(q), err)
+			return fmt.Errorf("%s: %w", statement(q), err)
 		}
 	}
 	return nil
