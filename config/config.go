@@ -162,6 +162,12 @@ type Sink struct {
 	Key   []string `yaml:"key"`
 	// KeepDeleted keeps soft-deleted rows in the copy, flagged, instead of deleting them.
 	KeepDeleted bool `yaml:"keep_deleted"`
+	// CreateExtensions lets syncd run CREATE EXTENSION in the sink database
+	// for the extensions whose types the source's columns use, when the
+	// sink role may (a superuser, or a trusted extension and CREATE on the
+	// database). Off, a missing extension is a config error naming the
+	// statement to run.
+	CreateExtensions bool `yaml:"create_extensions"`
 	// Campaign names a coupon campaign (type coupon_grants).
 	Campaign string `yaml:"campaign"`
 	// LockTimeout bounds how long one statement on a sink connection waits

@@ -7,7 +7,8 @@ package page
 type UserType struct {
 	Schema string
 	Name   string
-	// Kind is 'e' enum, 'd' domain, 'c' composite, 'r' range.
+	// Kind is 'e' enum, 'd' domain, 'c' composite, 'r' range, 'x' a type
+	// of an extension (any kind).
 	Kind byte
 	// Labels are an enum's labels in their sort order.
 	Labels []string
@@ -22,6 +23,15 @@ type UserType struct {
 	CheckNames []string
 	// Fields are a composite type's attributes, in order.
 	Fields []Field
+	// Extension, for Kind 'x', is the extension the type belongs to in the
+	// source (pg_depend 'e'), ExtVersion its version there and ExtSchema
+	// the schema it was created in; the sink gets the type by CREATE
+	// EXTENSION, never by syncd's own DDL. Columns are the source columns
+	// that need it (directly, or through an array, domain or composite).
+	Extension  string
+	ExtVersion string
+	ExtSchema  string
+	Columns    []string
 }
 
 // Field is one attribute of a composite type.

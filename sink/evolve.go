@@ -34,7 +34,7 @@ func (s *Postgres) Alter(ctx context.Context, clauses []string) (string, error) 
 	// A column added or retyped may use a type the sink lacks, or an enum
 	// label it has not seen yet: create them first, as the copy's creation
 	// does (labels each on its own, types with the ALTER).
-	plan, err := planTypes(ctx, s.conn, s.srcTypes, false)
+	plan, err := planTypes(ctx, s.conn, s.srcTypes, false, s.cfg.Sink.CreateExtensions)
 	if err != nil {
 		return q, err
 	}

@@ -284,7 +284,7 @@ func (s *Postgres) createSQL(cols []page.Column) string {
 // that the sink lacks, then the table. Enum labels the sink's existing enums
 // lack are added first, each on its own.
 func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
-	plan, err := planTypes(ctx, s.conn, s.srcTypes, false)
+	plan, err := planTypes(ctx, s.conn, s.srcTypes, false, s.cfg.Sink.CreateExtensions)
 	if err != nil {
 		return err
 	}

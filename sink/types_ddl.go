@@ -13,7 +13,8 @@ import (
 
 // This file creates in the sink the user-defined types the source's columns
 // need (enum, domain, composite, range; arrays of them come with them) and
-// keeps enum labels up to date.
+// keeps enum labels up to date; the types of extensions come with CREATE
+// EXTENSION (extensions.go).
 
 // typePlan is what the sink needs to hold the source's types: ADD VALUE
 // statements for enums that lack labels (run outside a transaction block,
@@ -41,12 +42,19 @@ func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + 
 
 // planTypes compares the source's types with the sink's. With enumsOnly it
 // only plans the labels of enums that exist in the sink (an existing copy:
-// the column check decides whether the copy's types fit).
-func planTypes(ctx context.Context, conn *pgx.Conn, types []page.UserType, enumsOnly bool) (typePlan, error) {
+// the column check decides whether the copy's types fit). Otherwise it
+// first plans the extensions the types need (createExt: the sink role may
+// be asked to create the missing ones, sink.create_extensions).
+func planTypes(ctx context.Context, conn *pgx.Conn, types []page.UserType, enumsOnly, createExt bool) (typePlan, error) {
 	var p typePlan
 	schemas := map[string]bool{}
+	if !enumsOnly {
+		if err := planExtensions(ctx, conn, types, createExt, schemas, &p); err != nil {
+			return p, err
+		}
+	}
 	for _, ut := range types {
-		if enumsOnly && ut.Kind != 'e' {
+		if ut.Kind == 'x' || enumsOnly && ut.Kind != 'e' {
 			continue
 		}
 		qn := pgutil.Qualified(ut.Schema, ut.Name)
@@ -282,7 +290,7 @@ WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, rel)
 // creation. It returns the statements it ran. A schema-change detector can
 // call it with the source's current types (source.Table.Types).
 func SyncEnumLabels(ctx context.Context, conn *pgx.Conn, types []page.UserType) ([]string, error) {
-	p, err := planTypes(ctx, conn, types, true)
+	p, err := planTypes(ctx, conn, types, true, false)
 	if err != nil {
 		return nil, err
 	}

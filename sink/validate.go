@@ -26,7 +26,7 @@ func (s *Postgres) Validate(ctx context.Context, cols []page.Column) (exists boo
 	}
 	problems = append(problems, missing...)
 	if !exists {
-		plan, err := planTypes(ctx, s.conn, s.srcTypes, false)
+		plan, err := planTypes(ctx, s.conn, s.srcTypes, false, s.cfg.Sink.CreateExtensions)
 		if err != nil {
 			return exists, err
 		}

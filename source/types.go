@@ -10,12 +10,22 @@ import (
 
 // userTypes returns the user-defined types the columns need, each after the
 // types it is built on (a domain over an enum comes after the enum), so the
-// sink can create them in order. Built-in types are left out.
+// sink can create them in order. Built-in types are left out. A type that
+// belongs to an extension comes as Kind 'x', naming the extension and the
+// columns that need it, and what it is built on is left to the extension.
 func userTypes(ctx context.Context, conn *pgx.Conn, cols []page.Column) ([]page.UserType, error) {
 	var out []page.UserType
 	seen := map[uint32]bool{}
+	ext := map[uint32]int{} // an extension's type: its index in out
+	var col string          // the column being visited
 	var visit func(oid uint32) error
 	visit = func(oid uint32) error {
+		if i, ok := ext[oid]; ok {
+			if cs := out[i].Columns; len(cs) == 0 || cs[len(cs)-1] != col {
+				out[i].Columns = append(out[i].Columns, col)
+			}
+			return nil
+		}
 		if seen[oid] {
 			return nil
 		}
@@ -27,18 +37,30 @@ func userTypes(ctx context.Context, conn *pgx.Conn, cols []page.Column) ([]page.
 			sub                uint32
 			notNull            bool
 			def                *string
+			extName, extVer    *string
+			extSchema          *string
 		)
 		err := conn.QueryRow(ctx, `
 SELECT n.nspname, t.typname, t.typtype::text, t.typelem, t.typbasetype, t.typrelid,
        coalesce(r.rngsubtype, 0), t.typnotnull, pg_get_expr(t.typdefaultbin, 0),
        CASE WHEN t.typtype = 'd' THEN format_type(t.typbasetype, t.typtypmod)
-            WHEN t.typtype = 'r' THEN format_type(r.rngsubtype, NULL) ELSE '' END
+            WHEN t.typtype = 'r' THEN format_type(r.rngsubtype, NULL) ELSE '' END,
+       e.extname::text, e.extversion, en.nspname::text
 FROM pg_type t
 JOIN pg_namespace n ON n.oid = t.typnamespace
 LEFT JOIN pg_range r ON r.rngtypid = t.oid
-WHERE t.oid = $1`, oid).Scan(&schema, &name, &kind, &elem, &baseOID, &rel, &sub, &notNull, &def, &base)
+LEFT JOIN pg_depend d ON d.classid = 'pg_type'::regclass AND d.objid = t.oid AND d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
+LEFT JOIN pg_extension e ON e.oid = d.refobjid
+LEFT JOIN pg_namespace en ON en.oid = e.extnamespace
+WHERE t.oid = $1`, oid).Scan(&schema, &name, &kind, &elem, &baseOID, &rel, &sub, &notNull, &def, &base, &extName, &extVer, &extSchema)
 		if err != nil {
 			return fmt.Errorf("read type %d: %w", oid, err)
+		}
+		if extName != nil {
+			ext[oid] = len(out)
+			out = append(out, page.UserType{Schema: schema, Name: name, Kind: 'x', Extension: *extName,
+				ExtVersion: *extVer, ExtSchema: *extSchema, Columns: []string{col}})
+			return nil
 		}
 		if elem != 0 && kind == "b" {
 			return visit(elem) // an array: its element type
@@ -107,6 +129,7 @@ WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped ORDER BY attnum`, rel)
 		return nil
 	}
 	for _, c := range cols {
+		col = c.Name
 		if err := visit(c.TypeOID); err != nil {
 			return nil, err
 		}
