@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,6 +83,45 @@ func TestFirstLoadCopiesEveryRowAndSetsTheWatermark(t *testing.T) {
 		t.Fatalf("the run after the first load read %d rows; want the 130 changed", res.Rows)
 	}
 	e.assertSame(t, "items", itemCols)
+}
+
+// A first load reports its progress through OnProgress: the phase, all
+// its chunks, one more done after each chunk commits with the rows so
+// far, ending with every chunk done and every row; then the pages take
+// over from the start of their own progress.
+func TestFirstLoadReportsProgress(t *testing.T) {
+	e := newEnv(t)
+	itemsTable(t, e.src, 3000)
+	e.src.Exec(t, "ANALYZE items")
+	c := e.config(t, "public.items", 1000, "")
+	var mu sync.Mutex
+	var seen []syncer.Progress
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil), OnProgress: func(p syncer.Progress) {
+		mu.Lock()
+		seen = append(seen, p)
+		mu.Unlock()
+	}})
+	var load []syncer.Progress
+	for _, p := range seen {
+		if p.Phase == syncer.PhaseFirstLoad {
+			load = append(load, p)
+		}
+	}
+	if len(load) < 3 || load[0].ChunksDone != 0 || load[0].Rows != 0 || load[0].ETASeconds != -1 {
+		t.Fatalf("first load progress %+v: want a start with nothing done and no ETA, then each chunk", load)
+	}
+	chunks := load[0].Chunks
+	for i, p := range load {
+		if p.Chunks != chunks || p.ChunksDone != i || p.Estimate < 2500 || p.Estimate > 3500 || i > 0 && (p.Rows <= load[i-1].Rows || p.ETASeconds < 0) {
+			t.Fatalf("progress %d: %+v (the one before: %+v)", i, p, load[max(i-1, 0)])
+		}
+	}
+	if last := load[len(load)-1]; len(load) != chunks+1 || last.Rows != 3000 || last.ETASeconds != 0 || last.Left != max(last.Estimate-3000, 0) {
+		t.Fatalf("%d reports for %d chunks, the last %+v: want one per chunk, ending at 3000 rows and no time left", len(load), chunks, last)
+	}
+	if last := seen[len(seen)-1]; last.Phase != "" {
+		t.Fatalf("the last progress %+v is the first load's; want the pages' after it", last)
+	}
 }
 
 func TestFirstLoadCompositeTextKey(t *testing.T) {
