@@ -78,7 +78,7 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
 	rec.Source.Columns = id.Columns // the schema itself is followed by the state file's record
-	if changed { // an idle run of a daemon writes nothing here
+	if changed {                    // an idle run of a daemon writes nothing here
 		if err := catalog.Update(ctx, conn, rec, moved); err != nil {
 			return nil, err
 		}
