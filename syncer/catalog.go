@@ -77,8 +77,10 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	known := rec.Source
 	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
-	rec.Source.Columns = id.Columns // the schema itself is followed by the state file's record
-	if changed {                    // an idle run of a daemon writes nothing here
+	// The schema itself is followed by the state file's record; an idle
+	// run of a daemon writes nothing here.
+	rec.Source.Columns = id.Columns
+	if changed {
 		if err := catalog.Update(ctx, conn, rec, moved); err != nil {
 			return nil, err
 		}
