@@ -10,6 +10,7 @@ import (
 	"os"
 
 	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/config/configdoc"
 	"github.com/syncd/syncd/internal/docgen"
 )
 
@@ -24,7 +25,10 @@ func run() error {
 	if err := splice("docs/CLI.md", cli.Reference()); err != nil {
 		return err
 	}
-	return nil
+	if err := splice("docs/CONFIG.md", configdoc.Reference()); err != nil {
+		return err
+	}
+	return os.WriteFile("docs/syncd.schema.json", configdoc.Schema(), 0o644)
 }
 
 // splice replaces the generated part of file with generated.
