@@ -250,3 +250,40 @@ sink:
 		}
 	}
 }
+
+// Every whole source file shown in the README and the docs (a ```yaml
+// block with a top-level name:) loads and validates against the schema, so
+// that a reader can paste it.
+func TestDocExamplesLoad(t *testing.T) {
+	s := compile(t)
+	n := 0
+	for _, f := range []string{"../../README.md", "../../docs/CONFIG.md", "../../docs/PATTERNS.md", "../../docs/COUPONS.md"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range strings.Split(string(data), "```yaml\n")[1:] {
+			body, _, ok := strings.Cut(b, "```")
+			if !ok {
+				t.Fatalf("%s: yaml block %d is not closed", f, i+1)
+			}
+			whole := (strings.HasPrefix(body, "name:") || strings.Contains(body, "\nname:")) && strings.Contains(body, "\nsink:")
+			if !whole {
+				continue // a fragment, such as a key's example
+			}
+			n++
+			file := os.Expand(body, func(string) string { return "postgres://a@b/c" })
+			if _, err := config.Parse(fmt.Sprintf("%s yaml block %d", f, i+1), []byte(file)); err != nil {
+				t.Error(err)
+			}
+			for _, d := range documents(t, []byte(body)) {
+				if err := s.Validate(d); err != nil {
+					t.Errorf("%s yaml block %d: %v", f, i+1, err)
+				}
+			}
+		}
+	}
+	if n < 3 {
+		t.Fatalf("found only %d source files in the docs", n)
+	}
+}
