@@ -53,6 +53,10 @@ bench-quick: build ## the same benchmark at 2% of the sizes: a smoke test of abo
 bench-micro: ## go test micro-benchmarks (COPY encoding, page apply by fast path and upsert)
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/pgutil ./sink
 
+.PHONY: docs
+docs: ## regenerate docs/CLI.md, docs/CONFIG.md and docs/syncd.schema.json from the code (tests fail when they differ)
+	$(GO) run ./internal/gendocs
+
 clean: ## remove build output
 	rm -rf bin
 

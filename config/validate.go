@@ -17,7 +17,7 @@ const (
 	DefaultPageSize = 1000
 	// DefaultPageBytes is source.page_bytes when unset: a page of rows of
 	// any width holds at most this much (or one row), which bounds the
-	// memory of a run to a few times it (README, source.page_bytes).
+	// memory of a run to a few times it (docs/HOW-IT-WORKS.md, "Memory").
 	DefaultPageBytes = 16 << 20
 	// MinPageBytes and MaxPageBytes bound source.page_bytes.
 	MinPageBytes = 64 << 10

@@ -63,7 +63,7 @@ func valueSize(x, typ string, binary bool) string {
 		return "(2 * octet_length(" + x + ")::int8 + 2)" // \x and two hex digits a byte
 	}
 	// jsonb, arrays, numeric, user types: the stored size, which is the
-	// compressed size of a compressed value (docs: README, source.page_bytes).
+	// compressed size of a compressed value (docs/HOW-IT-WORKS.md, "Memory").
 	return "pg_column_size(" + x + ")"
 }
 

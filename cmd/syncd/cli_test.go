@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/cli"
+	"github.com/syncd/syncd/internal/docgen"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/watermark"
@@ -76,17 +79,31 @@ func TestVersionHelpCompletion(t *testing.T) {
 	}
 }
 
-// README.md's command reference holds each command's --help output as is.
-func TestHelpMatchesREADME(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// docs/CLI.md holds the command reference that `make docs` generates from
+// the code, and every `$ syncd ... --help` block in it is what the binary
+// prints.
+func TestCLIReference(t *testing.T) {
+	const file = "../../docs/CLI.md"
+	doc, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cmd := range commandNames {
-		r := syncd(t, nil, cmd, "--help")
-		block := "```\n$ syncd " + cmd + " --help\n" + r.stdout + "```\n"
-		if !bytes.Contains(readme, []byte(block)) {
-			t.Errorf("README.md does not hold the current `syncd %s --help`; put this block in its command reference:\n%s", cmd, block)
+	want, err := docgen.Splice(doc, []byte(cli.Reference()))
+	if err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	if !bytes.Equal(doc, want) {
+		t.Errorf("docs/CLI.md differs from the help the code prints: run make docs and commit docs/CLI.md")
+	}
+	blocks := regexp.MustCompile("(?s)```\n\\$ syncd ([^\n]*)\n(.*?)```\n").FindAllSubmatch(doc, -1)
+	if len(blocks) < len(commandNames)+1 {
+		t.Fatalf("docs/CLI.md has %d help blocks, want one for syncd and each of %v", len(blocks), commandNames)
+	}
+	for _, m := range blocks {
+		args := strings.Fields(string(m[1]))
+		r := syncd(t, nil, args...)
+		if r.code != 0 || r.stdout != string(m[2]) {
+			t.Errorf("syncd %s: exit %d, and docs/CLI.md does not hold what it prints: run make docs\n%s", m[1], r.code, r.stdout)
 		}
 	}
 }

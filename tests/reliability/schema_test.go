@@ -73,7 +73,7 @@ func copyColumns(t *testing.T, pool *pgxpool.Pool, table string) map[string]stri
 
 // TestSchemaChangesWhileDaemonRuns applies each kind of schema change to
 // its own source table while one daemon syncs them all, and checks what
-// README "Schema changes" promises: under schema_changes: evolve an added
+// docs/SCHEMA-CHANGES.md promises: under schema_changes: evolve an added
 // column (with a default, or filled by UPDATE in the migration) reaches
 // every row of the copy by one backfill and no resync; a dropped column is
 // kept with NULL in new rows and said once; widened types are widened in
