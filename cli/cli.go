@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ Usage:
   syncd status     print each source's watermark and last run
   syncd validate   check the configs against the databases
   syncd reconcile  compare the copy with the source value by value
-  syncd version    print the version
+  syncd version    print the version (also: syncd -v, syncd --version)
   syncd completion print a shell completion script (bash, zsh or fish)
   syncd help CMD   print a command's help (also: syncd CMD --help)
 
@@ -122,7 +123,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	switch args[0] {
-	case "--version", "-version":
+	case "--version", "-version", "-v":
 		args = []string{"version"}
 	case "help":
 		if len(args) == 1 {
@@ -207,13 +208,23 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) error {
 			fmt.Fprint(env.Stdout, help(fs))
 			return err
 		}
-		return fmt.Errorf("%v; run `%s --help` for its flags: %w", err, fs.Name(), ErrUsage)
+		return fmt.Errorf("%s; run `%s --help` for its flags: %w", flagError(err), fs.Name(), ErrUsage)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), ErrUsage)
 	}
 	return nil
 }
+
+// flagError is a flag package error with the flag written as the help
+// writes it, --name: the package writes "-name" whichever way it was typed.
+func flagError(err error) string {
+	return flagInError.ReplaceAllString(err.Error(), "$1--$2")
+}
+
+// flagInError finds the flag name in the flag package's errors: "...
+// defined: -x", "needs an argument: -x", "for -x:", "for flag -x:".
+var flagInError = regexp.MustCompile(`((?:defined|argument): |for (?:flag )?)-([^-\s:][^\s:]*)`)
 
 // setLogger builds env.Logger from --log-level and --log-format, each
 // falling back on $SYNCD_LOG_LEVEL / $SYNCD_LOG_FORMAT (the flag wins).

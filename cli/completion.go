@@ -15,7 +15,7 @@ func cmdCompletion(_ context.Context, env *Env, args []string) error {
 			fmt.Fprint(env.Stdout, help(fs))
 			return err
 		}
-		return fmt.Errorf("%v: %w", err, ErrUsage)
+		return fmt.Errorf("%s: %w", flagError(err), ErrUsage)
 	}
 	if fs.NArg() != 1 {
 		return fmt.Errorf("name one shell: syncd completion bash|zsh|fish: %w", ErrUsage)

@@ -64,7 +64,7 @@ source of the config, one summary line each (--json: an array), and exits
 `,
 	"version": `Usage: syncd version
 
-Prints the version (also: syncd --version).
+Prints the version (also: syncd -v, syncd --version).
 `,
 	"completion": `Usage: syncd completion bash|zsh|fish
 
