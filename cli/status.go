@@ -165,7 +165,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 				s.Name, s.BoundHolderApp, s.BoundHolderSince)
 		} else if s.BoundHolderPID != 0 && s.HeldBackSeconds >= syncer.DefaultHoldWarnAfter.Seconds() {
 			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
-				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
+				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, durationText(secondsDuration(s.HeldBackSeconds)))
 		}
 		printOutside(env, s)
 		if len(s.DroppedColumns) > 0 {
@@ -190,7 +190,7 @@ func secondsText(sec *float64) string {
 	if sec == nil {
 		return "-"
 	}
-	return (time.Duration(*sec*1000) * time.Millisecond).String()
+	return durationText(secondsDuration(*sec))
 }
 
 // progressText renders a running source's progress for the status table.
@@ -200,7 +200,7 @@ func progressText(p syncer.Progress) string {
 		out += fmt.Sprintf(", ~%d left", p.Left)
 	}
 	if p.ETASeconds >= 0 {
-		out += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+		out += ", ETA " + durationText(time.Duration(p.ETASeconds)*time.Second)
 	}
 	return out
 }
