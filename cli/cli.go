@@ -256,7 +256,13 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) error {
 // flagError is a flag package error with the flag written as the help
 // writes it, --name: the package writes "-name" whichever way it was typed.
 func flagError(err error) string {
-	return flagInError.ReplaceAllString(err.Error(), "$1--$2")
+	return flagInError.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := flagInError.FindStringSubmatch(m)
+		if len(sub[2]) == 1 {
+			return sub[1] + "-" + sub[2] // a one-letter flag: -o
+		}
+		return sub[1] + "--" + sub[2]
+	})
 }
 
 // flagInError finds the flag name in the flag package's errors: "...

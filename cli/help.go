@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -42,7 +43,10 @@ database and needs no DSN variable, unless --sink: then it also reads each
 copy's record in its sink database (which source writes it, up to where)
 and shows it beside the state file's watermark. It never creates or
 changes the state file: a missing one is an error (exit 2) that names the
-path.
+path. The table fits 120 columns, a failed run's error and a running
+source's progress on a line of their own below it; -o wide adds the rows
+written and the read bound, every value at full length; -o json (or
+--json) prints it all as JSON.
 `,
 	"validate": `Usage: syncd validate [--config PATH] [flags]
 
@@ -89,10 +93,14 @@ func help(fs *flag.FlagSet) string {
 		// Written as people type them: --flag.
 		b.WriteString("\nFlags:\n")
 		flags := strings.ReplaceAll("\n"+f.String(), "\n  -", "\n  --")[1:]
+		flags = shortFlag.ReplaceAllString(flags, "$1-$2$3")
 		b.WriteString(strings.ReplaceAll(flags, "    \t", "      "))
 	}
 	return b.String()
 }
+
+// shortFlag finds a one-letter flag in the help, which is typed -x.
+var shortFlag = regexp.MustCompile(`(?m)^(  )--([a-zA-Z])([ \t]|$)`)
 
 // commandNames lists the commands, sorted.
 func commandNames() []string {

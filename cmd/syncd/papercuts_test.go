@@ -1,10 +1,17 @@
 package main_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
+
+	"github.com/syncd/syncd/internal/pgtest"
 )
 
 // -v prints the version like --version and version; a bad flag is named
@@ -25,7 +32,9 @@ func TestVersionShortFlagAndFlagErrors(t *testing.T) {
 		{[]string{"run", "-bogus"}, "syncd run: flag provided but not defined: --bogus; run `syncd run --help` for its flags: usage error\n"},
 		{[]string{"status", "--state"}, "syncd status: flag needs an argument: --state; run `syncd status --help` for its flags: usage error\n"},
 		{[]string{"run", "--once=maybe"}, "syncd run: invalid boolean value \"maybe\" for --once: parse error; run `syncd run --help` for its flags: usage error\n"},
-		{[]string{"completion", "-x"}, "syncd completion: flag provided but not defined: --x: usage error\n"},
+		{[]string{"completion", "-zsh"}, "syncd completion: flag provided but not defined: --zsh: usage error\n"},
+		// A one-letter flag is typed, and named, -o.
+		{[]string{"status", "-o"}, "syncd status: flag needs an argument: -o; run `syncd status --help` for its flags: usage error\n"},
 	}
 	for _, tc := range cases {
 		r := syncd(t, nil, tc.args...)
@@ -69,5 +78,107 @@ func TestDefaultConfigPath(t *testing.T) {
 		if r.code != 2 || r.stdout != "" || r.stderr != want {
 			t.Errorf("%s without a config: exit %d, stdout %q, stderr %q\nwant exit 2, %q", cmd, r.code, r.stdout, r.stderr, want)
 		}
+	}
+}
+
+// The default status table fits 120 columns with realistic values (names
+// of 21 characters, a resync's "from" watermark, a failed run): the last
+// run is an age, durations are compact (328d), the failed run's error is on
+// a line of its own below the table; -o wide has every column at full
+// length, and -o json is --json.
+func TestStatusTableFits120Columns(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	for _, tbl := range []string{"order_items", "stock_levels"} {
+		src.Exec(t, `CREATE TABLE `+tbl+` (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL)`)
+		src.Exec(t, `INSERT INTO `+tbl+` SELECT g, now() - interval '328 days 3 hours' + g * interval '1 microsecond' FROM generate_series(1, 1234) g`)
+	}
+	dir := t.TempDir()
+	source := func(name, dsn, table string) {
+		writeConfig(t, dir, name+".yaml", fmt.Sprintf("name: %s\nsource:\n  dsn: %s\n  table: public.%s\n  cursor: [updated_at, id]\n  lookback: 0s\nsink:\n  dsn: %s\n  table: public.%s_copy\n  key: [id]\n",
+			name, dsn, table, dst.URL, table))
+	}
+	source("warehouse_order_items", src.URL, "order_items")
+	source("warehouse_stock_level", src.URL, "stock_levels")
+	source("warehouse_unreachable", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "gone")
+	env := []string{"SYNCD_CONFIG=" + dir, "SYNCD_STATE=" + filepath.Join(dir, "state.db")}
+	if r := syncd(t, env, "run", "--once"); r.code != 1 {
+		t.Fatalf("run --once with an unreachable source: exit %d, want 1: %s", r.code, r.stderr)
+	}
+	if r := syncd(t, env, "resync", "--source", "warehouse_stock_level", "--from", "2026-01-02T03:04:05.123456Z", "--skip-rows"); r.code != 0 {
+		t.Fatalf("resync: exit %d: %s", r.code, r.stderr)
+	}
+
+	r := syncd(t, env, "status")
+	if r.code != 0 {
+		t.Fatalf("status: exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	if len(lines) < 5 {
+		t.Fatalf("status: want a header, 3 sources and the failed run's line:\n%s", r.stdout)
+	}
+	for _, l := range lines[:4] {
+		if n := utf8.RuneCountInString(l); n > 120 {
+			t.Errorf("a line of the status table is %d columns wide, want at most 120:\n%s", n, l)
+		}
+	}
+	fields := func(l string) []string { return regexp.MustCompile(`  +`).Split(strings.TrimSpace(l), -1) }
+	if got, want := strings.Join(fields(lines[0]), "|"), "SOURCE|WATERMARK|LAST RUN|STATUS|FRESHNESS|ROWS LAST RUN|NEWEST ROW AGE"; got != want {
+		t.Errorf("status header %q, want %q", got, want)
+	}
+	ago := regexp.MustCompile(`^\d+(ms|s|\.\ds) ago$`)
+	short := regexp.MustCompile(`^(\d+ms|\d+(\.\d)?s)$`)
+	f := fields(lines[1])
+	if len(f) != 7 || f[0] != "warehouse_order_items" || !strings.HasSuffix(f[1], "Z") || !ago.MatchString(f[2]) || f[3] != "ok" ||
+		!short.MatchString(f[4]) || f[5] != "1234" || f[6] != "328d" {
+		t.Errorf("status line of an ok source: %q", f)
+	}
+	f = fields(lines[2])
+	if len(f) != 7 || f[1] != "from 2026-01-02T03:04:05.123456Z" || f[3] != "ok" || f[5] != "1234" {
+		t.Errorf("status line of a resynced source: %q", f)
+	}
+	f = fields(lines[3])
+	if len(f) != 7 || f[0] != "warehouse_unreachable" || f[1] != "-" || f[3] != "failed" || f[4] != "-" || f[5] != "0" || f[6] != "-" {
+		t.Errorf("status line of a failed source: %q", f)
+	}
+	if !strings.HasPrefix(lines[4], "warehouse_unreachable: last run failed: connect to source database postgres@127.0.0.1:1/none") {
+		t.Errorf("the failed run's error below the table: %q", lines[4])
+	}
+
+	wide := syncd(t, env, "status", "-o", "wide")
+	lines = strings.Split(wide.stdout, "\n")
+	if got, want := strings.Join(fields(lines[0]), "|"), "SOURCE|WATERMARK|LAST RUN|STATUS|FRESHNESS|ROWS LAST RUN|ROWS WRITTEN|NEWEST ROW AGE|BOUND"; wide.code != 0 || got != want {
+		t.Fatalf("status -o wide: exit %d, header %q, want %q", wide.code, got, want)
+	}
+	if f := fields(lines[1]); len(f) != 9 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).MatchString(f[2]) || f[6] != "1234" || f[7] != "328d" || !strings.HasSuffix(f[8], "Z") {
+		t.Errorf("status -o wide line of an ok source: %q", f)
+	}
+	if len(lines) != 5 || !strings.Contains(lines[3], "  failed: connect to source database postgres@127.0.0.1:1/none") || strings.Contains(wide.stdout, "last run failed") {
+		t.Errorf("status -o wide: the error belongs in the STATUS column:\n%s", wide.stdout)
+	}
+
+	var asJSON, asO struct {
+		Sources []map[string]any `json:"sources"`
+	}
+	j, o := syncd(t, env, "status", "--json"), syncd(t, env, "status", "-o", "json")
+	if err := json.Unmarshal([]byte(j.stdout), &asJSON); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(o.stdout), &asO); err != nil || o.code != 0 || len(asO.Sources) != 3 {
+		t.Fatalf("status -o json: exit %d, %v\n%s", o.code, err, o.stdout)
+	}
+	for i := range asO.Sources {
+		for _, m := range []map[string]any{asJSON.Sources[i], asO.Sources[i]} {
+			delete(m, "freshness_seconds")
+			delete(m, "newest_row_age_seconds")
+		}
+		if !reflect.DeepEqual(asJSON.Sources[i], asO.Sources[i]) {
+			t.Errorf("status -o json differs from --json:\n%v\n%v", asO.Sources[i], asJSON.Sources[i])
+		}
+	}
+	if r := syncd(t, env, "status", "-o", "wide", "--json"); r.code != 2 || r.stderr != "syncd status: --json and -o wide ask for two formats: give one: usage error\n" {
+		t.Errorf("status -o wide --json: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := syncd(t, env, "status", "--output", "yaml"); r.code != 2 || r.stderr != "syncd status: -o \"yaml\": use text, wide or json: usage error\n" {
+		t.Errorf("status --output yaml: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
