@@ -182,3 +182,37 @@ func TestStatusTableFits120Columns(t *testing.T) {
 		t.Errorf("status --output yaml: exit %d, stderr %q", r.code, r.stderr)
 	}
 }
+
+// A badly indented line in a source file exits 2 with one line that points
+// at that line and says to check the indentation.
+func TestYAMLIndentationErrors(t *testing.T) {
+	const good = "name: orders\nsource:\n  dsn: postgres://127.0.0.1/src\n  table: public.orders\n  cursor:\n    - updated_at\n    - id\n  page_size: 50\nsink:\n  dsn: postgres://127.0.0.1/dst\n  table: public.orders_copy\n"
+	cases := []struct {
+		name, from, to, want string
+	}{
+		{"a key one space too many", "  page_size: 50", "   page_size: 50",
+			"orders.yaml:8: check the indentation: this line is indented differently from the keys above it (yaml: did not find expected key)"},
+		{"a key one space too many after a value", "  table: public.orders\n", "  table: public.orders\n   page_size: 50\n",
+			"orders.yaml:5: check the indentation: this line is indented more than the line above it, which has its value already (yaml: mapping values are not allowed in this context)"},
+		{"a key one space too few", "  table: public.orders\n", " table: public.orders\n",
+			"orders.yaml:4: check the indentation: this line is indented differently from the keys above it (yaml: did not find expected key)"},
+		{"a tab", "  table: public.orders_copy", "\ttable: public.orders_copy",
+			"orders.yaml:11: check the indentation: this line is indented with a tab; YAML indents with spaces only (yaml: found a tab character that violates indentation)"},
+		{"a list item misaligned", "    - id", "   - id",
+			"orders.yaml:7: check the indentation: this line is indented differently from the keys above it (yaml: did not find expected key)"},
+		{"a top-level key indented", "sink:", " sink:",
+			"orders.yaml:9: check the indentation: this line is indented differently from the keys above it (yaml: did not find expected key)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := writeConfig(t, dir, "orders.yaml", strings.Replace(good, tc.from, tc.to, 1))
+			for _, cmd := range []string{"validate", "status"} {
+				r := syncd(t, nil, cmd, "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+				if want := "syncd " + cmd + ": " + filepath.Join(dir, tc.want) + "\n"; r.code != 2 || r.stderr != want {
+					t.Errorf("%s: exit %d, stderr %q\nwant exit 2, %q", cmd, r.code, r.stderr, want)
+				}
+			}
+		})
+	}
+}
