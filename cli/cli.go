@@ -133,6 +133,9 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		}
 		args = []string{args[1], "--help"}
 	}
+	if args[0] == completeCommand {
+		return cmdComplete(env, args[1:])
+	}
 	cmd, ok := commands[args[0]]
 	if !ok {
 		err := fmt.Errorf("unknown command %q; run `syncd help` for the list: %w", args[0], ErrUsage)

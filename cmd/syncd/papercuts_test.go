@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -214,5 +216,127 @@ func TestYAMLIndentationErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The completion scripts, run by the real shells, complete a flag's value
+// instead of offering flags: files and folders for --config (*.yaml and
+// *.yml only in bash) and --state, the words of --log-format, --log-level
+// and -o, the source names of the config for --source (read by syncd
+// itself, without DSNs or variables), and nothing for --from.
+func TestCompletionInRealShells(t *testing.T) {
+	dir := t.TempDir()
+	for f, body := range map[string]string{
+		"conf/a.yaml": "name: orders\nsource:\n  dsn: ${SYNCD_UNSET_FOR_TEST}\n---\nname: items\n", "conf/b.yml": "name: shop\n",
+		"conf/readme.md": "", "notes.txt": "", "state.db": "", "top.yaml": "", "sub/x": "",
+	} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeConfig(t, dir, f, body)
+	}
+	env := []string{"PATH=" + filepath.Dir(binary) + string(os.PathListSeparator) + os.Getenv("PATH"), "SYNCD_CONFIG="}
+
+	if r := syncd(t, nil, "__complete", "sources", "run", "--config", filepath.Join(dir, "conf"), "--source", ""); r.code != 0 || r.stdout != "items\norders\nshop\n" {
+		t.Fatalf("__complete sources: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := syncd(t, nil, "__complete", "sources", "--config", filepath.Join(dir, "nope")); r.code != 0 || r.stdout != "" {
+		t.Fatalf("__complete sources of a missing config: exit %d, stdout %q", r.code, r.stdout)
+	}
+	// A shell runs a script in dir with env; out is its output's lines, sorted.
+	shell := func(name string, args ...string) []string {
+		t.Helper()
+		c := exec.Command(name, args...)
+		c.Dir, c.Env = dir, append(os.Environ(), env...)
+		out, err := c.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s %q: %v\n%s", name, args, err, out)
+		}
+		lines := strings.Fields(string(out))
+		sort.Strings(lines)
+		return lines
+	}
+	script := func(sh string) string {
+		r := syncd(t, nil, "completion", sh)
+		return writeConfig(t, t.TempDir(), "syncd."+sh, r.stdout)
+	}
+	type tc struct {
+		words []string // COMP_WORDS after "syncd", the last one being completed
+		want  string
+	}
+	bashCases := []tc{
+		{[]string{"status", "--config", ""}, "conf sub top.yaml"},
+		{[]string{"status", "--config", "conf/"}, "conf/a.yaml conf/b.yml"},
+		{[]string{"status", "--state", ""}, "conf notes.txt state.db sub top.yaml"},
+		{[]string{"status", "--log-format", ""}, "json text"},
+		{[]string{"status", "--log-format", "=", "j"}, "json"},
+		{[]string{"run", "--log-level", "w"}, "warn"},
+		{[]string{"status", "-o", ""}, "json text wide"},
+		{[]string{"status", "--output", "w"}, "wide"},
+		{[]string{"run", "--config", "conf", "--source", ""}, "items orders shop"},
+		{[]string{"reconcile", "--config", "=", "conf", "--source", "o"}, "orders"},
+		{[]string{"run", "--from", ""}, ""},
+		{[]string{"resync", "--fr"}, "--from --from-start"},
+		{[]string{"st"}, "status"},
+	}
+	bash := script("bash")
+	for _, c := range bashCases {
+		words := "syncd"
+		for _, w := range c.words {
+			words += " '" + w + "'"
+		}
+		got := shell("bash", "--norc", "--noprofile", "-c", fmt.Sprintf(`source %s; COMP_WORDS=(%s); COMP_CWORD=%d; _syncd; printf '%%s\n' "${COMPREPLY[@]}"`, bash, words, len(c.words)))
+		if strings.Join(got, " ") != c.want {
+			t.Errorf("bash: completing %q: %q, want %q", c.words, got, c.want)
+		}
+	}
+	// SYNCD_CONFIG names the config when --config is not typed.
+	env[1] = "SYNCD_CONFIG=" + filepath.Join(dir, "conf")
+	if got := shell("bash", "--norc", "-c", "source "+bash+`; COMP_WORDS=(syncd resync --source ""); COMP_CWORD=3; _syncd; echo "${COMPREPLY[@]}"`); strings.Join(got, " ") != "items orders shop" {
+		t.Errorf("bash: completing resync --source with $SYNCD_CONFIG: %q", got)
+	}
+	env[1] = "SYNCD_CONFIG="
+
+	if _, err := exec.LookPath("zsh"); err != nil {
+		t.Log("zsh is not installed: its completion is not tried")
+	} else {
+		// zsh runs the bash function through bashcompinit, which leaves
+		// matching the word typed to zsh: the values come unfiltered.
+		zsh := script("zsh")
+		for _, c := range []tc{
+			{[]string{"status", "--log-format", ""}, "json text"},
+			{[]string{"status", "--config", ""}, "conf sub top.yaml"},
+			{[]string{"status", "-o", ""}, "json text wide"},
+			{[]string{"run", "--config", "conf", "--source", ""}, "items orders shop"},
+			{[]string{"run", "--from", ""}, ""},
+		} {
+			args := append([]string{"-f", "-c", `autoload -U compinit && compinit -u -D; source ` + zsh + `
+f() { emulate -L sh; setopt kshglob noshglob braceexpand; COMP_WORDS=(syncd "$@"); COMP_CWORD=$(($#)); _syncd; print -rl -- "${COMPREPLY[@]}"; }
+f "$@"`, "zsh"}, c.words...)
+			got := shell("zsh", args...)
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("zsh: completing %q: %q, want %q", c.words, got, c.want)
+			}
+		}
+	}
+
+	if _, err := exec.LookPath("fish"); err != nil {
+		t.Log("fish is not installed: its completion is not tried")
+	} else {
+		fish := script("fish")
+		for _, c := range []struct{ line, want string }{
+			{"syncd status --log-format ", "json text"},
+			{"syncd run --log-level d", "debug"},
+			{"syncd status -o ", "json text wide"},
+			{"syncd status --config ", "conf/ notes.txt state.db sub/ top.yaml"},
+			{"syncd run --config conf --source ", "items orders shop"},
+			{"syncd run --from ", ""},
+			{"syncd resync --fr", "--from --from-start"},
+		} {
+			got := shell("fish", "--no-config", "-c", "source "+fish+"; complete -C '"+c.line+"' | cut -f1")
+			if strings.Join(got, " ") != c.want {
+				t.Errorf("fish: completing %q: %q, want %q", c.line, got, c.want)
+			}
+		}
 	}
 }
