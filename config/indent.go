@@ -17,7 +17,13 @@ func yamlError(file string, data []byte, err error) error {
 	if at, why := indentMistake(data, line-1); at > 0 {
 		return &FieldError{File: file, Line: at, Msg: "check the indentation: " + why + " (yaml: " + text + ")"}
 	}
-	return &FieldError{File: file, Line: line, Msg: "malformed YAML: " + text + "; check the indentation of this line and the lines below it"}
+	switch {
+	case strings.Contains(text, "did not find expected key"):
+		text += "; check the indentation of this line and the lines below it"
+	case strings.Contains(text, "mapping values are not allowed"):
+		text += `; a value with ": " in it needs quotes`
+	}
+	return &FieldError{File: file, Line: line, Msg: "malformed YAML: " + text}
 }
 
 // indentationError reports whether a yaml.v3 message is one that a badly

@@ -31,6 +31,7 @@ func TestIndentationErrorsPointAtTheLine(t *testing.T) {
 			"o.yaml:10: check the indentation: this line is indented more than the line above it, which has its value already (yaml: mapping values are not allowed in this context)"},
 		{"quoted value", "name: orders\nsource:\n  dsn: \"x: y\"\n   table: t\n",
 			"o.yaml:4: check the indentation: this line is indented more than the line above it, which has its value already (yaml: did not find expected key)"},
+		{"an unquoted colon", "name: orders\nsource:\n  where: a: b\n", `o.yaml:3: malformed YAML: mapping values are not allowed in this context; a value with ": " in it needs quotes`},
 		{"not an indentation error", "name: bad\nsource: [dsn: x\n  table: {\n", "o.yaml:1: malformed YAML: did not find expected ',' or ']'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
