@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -74,15 +75,16 @@ Usage:
   syncd status     print each source's watermark and last run
   syncd validate   check the configs against the databases
   syncd reconcile  compare the copy with the source value by value
-  syncd version    print the version
+  syncd version    print the version (also: syncd -v, syncd --version)
   syncd completion print a shell completion script (bash, zsh or fish)
   syncd help CMD   print a command's help (also: syncd CMD --help)
 
---config takes one source file or a folder of *.yaml files. --state defaults
-to $SYNCD_STATE, else ./syncd.db. When the daemon holds the state file,
-status and resync go through its admin socket STATE.sock, or over TCP with
---listen ADDR (resync then sends the admin token, $SYNCD_ADMIN_TOKEN or
---admin-token-file, once the daemon has proved it holds the state file).
+--config takes one source file or a folder of *.yaml files; it defaults to
+$SYNCD_CONFIG, else /etc/syncd. --state defaults to $SYNCD_STATE, else
+./syncd.db. When the daemon holds the state file, status and resync go
+through its admin socket STATE.sock, or over TCP with --listen ADDR (resync
+then sends the admin token, $SYNCD_ADMIN_TOKEN or --admin-token-file, once
+the daemon has proved it holds the state file).
 Exit codes: 0 ok, 1 failure or differences found, 2 usage or config error.
 `
 
@@ -122,7 +124,7 @@ func Run(ctx context.Context, env *Env, args []string) error {
 		return nil
 	}
 	switch args[0] {
-	case "--version", "-version":
+	case "--version", "-version", "-v":
 		args = []string{"version"}
 	case "help":
 		if len(args) == 1 {
@@ -130,6 +132,9 @@ func Run(ctx context.Context, env *Env, args []string) error {
 			return nil
 		}
 		args = []string{args[1], "--help"}
+	}
+	if args[0] == completeCommand {
+		return cmdComplete(env, args[1:])
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
@@ -176,7 +181,7 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet, state bool) {
-	fs.StringVar(&c.config, "config", "", "source file or folder of *.yaml source files (required)")
+	fs.StringVar(&c.config, "config", "", "source file or folder of *.yaml source files (default $SYNCD_CONFIG, else "+DefaultConfig+")")
 	if state {
 		fs.StringVar(&c.state, "state", "", "state file (default $SYNCD_STATE, else ./syncd.db)")
 	}
@@ -192,11 +197,47 @@ func parse(env *Env, fs *flag.FlagSet, args []string, c *common) error {
 	if err := parseFlags(env, fs, args); err != nil {
 		return err
 	}
-	if c.config == "" {
-		return fmt.Errorf("--config is required: pass a source file or a folder of them: %w", ErrUsage)
+	path, err := configPath(env, c.config)
+	if err != nil {
+		return err
 	}
+	c.config = path
 	c.state = cmp.Or(c.state, env.getenv("SYNCD_STATE"), "syncd.db")
 	return setLogger(env, c)
+}
+
+// DefaultConfig is the folder of source files the commands read when
+// neither --config nor $SYNCD_CONFIG names one.
+const DefaultConfig = "/etc/syncd"
+
+// defaultConfig is DefaultConfig, a variable for the tests.
+var defaultConfig = DefaultConfig
+
+// configPath is the config to load: --config, else $SYNCD_CONFIG, else
+// DefaultConfig when it holds a source file; with none of them it is a
+// usage error that says how to give one.
+func configPath(env *Env, flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	if v := env.getenv("SYNCD_CONFIG"); v != "" {
+		if _, err := os.Stat(v); err != nil {
+			return "", fmt.Errorf("$SYNCD_CONFIG names %s: %w; point it (or --config) at a source file or a folder of them: %w", v, err, ErrUsage)
+		}
+		return v, nil
+	}
+	why := "does not exist"
+	if st, err := os.Stat(defaultConfig); err == nil {
+		if !st.IsDir() {
+			return defaultConfig, nil // a file: load it, or say what is wrong with it
+		}
+		if files, err := config.Files(defaultConfig); err == nil && len(files) > 0 {
+			return defaultConfig, nil
+		}
+		why = "holds no *.yaml or *.yml file"
+	}
+	return "", fmt.Errorf("--config is required: it was not given, $SYNCD_CONFIG is not set and %s %s; pass --config FILE or FOLDER, set SYNCD_CONFIG, or put the source files (*.yaml) in %s: %w",
+		defaultConfig, why, defaultConfig, ErrUsage)
 }
 
 // parseFlags parses a command's flags; -h/--help prints the command's help
@@ -207,13 +248,29 @@ func parseFlags(env *Env, fs *flag.FlagSet, args []string) error {
 			fmt.Fprint(env.Stdout, help(fs))
 			return err
 		}
-		return fmt.Errorf("%v; run `%s --help` for its flags: %w", err, fs.Name(), ErrUsage)
+		return fmt.Errorf("%s; run `%s --help` for its flags: %w", flagError(err), fs.Name(), ErrUsage)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected argument %q: %w", fs.Arg(0), ErrUsage)
 	}
 	return nil
 }
+
+// flagError is a flag package error with the flag written as the help
+// writes it, --name: the package writes "-name" whichever way it was typed.
+func flagError(err error) string {
+	return flagInError.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := flagInError.FindStringSubmatch(m)
+		if len(sub[2]) == 1 {
+			return sub[1] + "-" + sub[2] // a one-letter flag: -o
+		}
+		return sub[1] + "--" + sub[2]
+	})
+}
+
+// flagInError finds the flag name in the flag package's errors: "...
+// defined: -x", "needs an argument: -x", "for -x:", "for flag -x:".
+var flagInError = regexp.MustCompile(`((?:defined|argument): |for (?:flag )?)-([^-\s:][^\s:]*)`)
 
 // setLogger builds env.Logger from --log-level and --log-format, each
 // falling back on $SYNCD_LOG_LEVEL / $SYNCD_LOG_FORMAT (the flag wins).

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -13,7 +14,7 @@ import (
 // `syncd CMD --help` and `syncd help CMD` above its flags. README.md's
 // command reference holds the same text (a test compares them).
 var helpText = map[string]string{
-	"run": `Usage: syncd run --config PATH [flags]
+	"run": `Usage: syncd run [--config PATH] [flags]
 
 Without --once, run is a daemon: it runs each source on its schedule until
 SIGTERM/SIGINT (SIGHUP reloads the configs) and serves /healthz /readyz
@@ -23,7 +24,7 @@ failed or a table of a pattern source was skipped, 2 for a bad config.
 --source NAME takes a source, a pattern source (all its tables) or one table
 of it (NAME.TABLE).
 `,
-	"resync": `Usage: syncd resync --config PATH --source NAME (--from RFC3339 | --from-start) [flags]
+	"resync": `Usage: syncd resync [--config PATH] --source NAME (--from RFC3339 | --from-start) [flags]
 
 Moves a source's watermark back: the next run re-reads every row whose first
 cursor column is at or after --from, or the whole source with --from-start.
@@ -33,7 +34,7 @@ would never be copied: that is refused (exit 2, the state unchanged) unless
 When a daemon holds the state file, the request goes to that daemon, through
 its admin socket STATE.sock (or over TCP with --listen).
 `,
-	"status": `Usage: syncd status --config PATH [flags]
+	"status": `Usage: syncd status [--config PATH] [flags]
 
 Prints each source's watermark, last run (or progress), freshness, rows and
 read bound, from the state file or from the daemon that holds it (through
@@ -42,9 +43,12 @@ database and needs no DSN variable, unless --sink: then it also reads each
 copy's record in its sink database (which source writes it, up to where)
 and shows it beside the state file's watermark. It never creates or
 changes the state file: a missing one is an error (exit 2) that names the
-path.
+path. The table fits 120 columns, a failed run's error and a running
+source's progress on a line of their own below it; -o wide adds the rows
+written and the read bound, every value at full length; -o json (or
+--json) prints it all as JSON.
 `,
-	"validate": `Usage: syncd validate --config PATH [flags]
+	"validate": `Usage: syncd validate [--config PATH] [flags]
 
 Checks every source against its databases without writing anything: the
 table, the columns, the cursor and its tie-breaker, the copy, and whether
@@ -54,7 +58,7 @@ the sink's record, or in the configs loaded together) exits 2. A pattern
 source lists the tables it matches; a table it would skip is reported and
 makes validate exit 1.
 `,
-	"reconcile": `Usage: syncd reconcile --config PATH (--source NAME | --all) [--repair] [--json] [flags]
+	"reconcile": `Usage: syncd reconcile [--config PATH] (--source NAME | --all) [--repair] [--json] [flags]
 
 Compares the copy with the source value by value up to the watermark and
 exits 1 when they differ. Without --repair it writes nothing; a missing
@@ -64,7 +68,7 @@ source of the config, one summary line each (--json: an array), and exits
 `,
 	"version": `Usage: syncd version
 
-Prints the version (also: syncd --version).
+Prints the version (also: syncd -v, syncd --version).
 `,
 	"completion": `Usage: syncd completion bash|zsh|fish
 
@@ -89,10 +93,14 @@ func help(fs *flag.FlagSet) string {
 		// Written as people type them: --flag.
 		b.WriteString("\nFlags:\n")
 		flags := strings.ReplaceAll("\n"+f.String(), "\n  -", "\n  --")[1:]
+		flags = shortFlag.ReplaceAllString(flags, "$1-$2$3")
 		b.WriteString(strings.ReplaceAll(flags, "    \t", "      "))
 	}
 	return b.String()
 }
+
+// shortFlag finds a one-letter flag in the help, which is typed -x.
+var shortFlag = regexp.MustCompile(`(?m)^(  )--([a-zA-Z])([ \t]|$)`)
 
 // commandNames lists the commands, sorted.
 func commandNames() []string {

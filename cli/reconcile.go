@@ -242,7 +242,7 @@ func printReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
 	}
 	printCounts(w, "", rep)
 	fmt.Fprintf(w, "rows compared: %d (null cursor: %d compared, ahead of the clock: %d compared; copy: %d), rows fetched: %d, checksum queries: %d, skipped as changed after the watermark: %d, %s\n",
-		rep.RowsCompared, rep.NullCursor, rep.AheadOfClock, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, (time.Duration(rep.DurationMS) * time.Millisecond).String())
+		rep.RowsCompared, rep.NullCursor, rep.AheadOfClock, rep.CopyRows, rep.RowsFetched, rep.ChecksumQueries, rep.SkippedUnsynced, durationText(time.Duration(rep.DurationMS)*time.Millisecond))
 	if rep.Plan != "" {
 		plan := "plan: " + rep.Plan
 		if sm := rep.Sample; sm != nil {

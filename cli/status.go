@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -19,11 +18,18 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	fs := flagSet(env, "status")
 	var c common
 	c.register(fs, true)
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON (the same as -o json)")
+	var output string
+	fs.StringVar(&output, "o", "", "output format: text (the default, a table that fits 120 columns), wide (a table with every column) or json")
+	fs.StringVar(&output, "output", "", "the same as -o")
 	withSink := fs.Bool("sink", false, "also read each copy's record in its sink database (syncd's catalog) and show it beside the state file's watermark; needs the DSNs")
 	var a adminFlags
 	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {
+		return err
+	}
+	format, err := outputFormat(output, *asJSON)
+	if err != nil {
 		return err
 	}
 	// status reads only the state file (or the daemon): the configs are
@@ -34,7 +40,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	}
 	store, err := openStateReadOnly(c.state)
 	if isLocked(err) {
-		return statusFromDaemon(ctx, env, &a, c.state, *asJSON, err, sinkFrom(*withSink, c.config))
+		return statusFromDaemon(ctx, env, &a, c.state, format, err, sinkFrom(*withSink, c.config))
 	}
 	if err != nil {
 		return err
@@ -53,7 +59,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	}
-	if err := PrintStatus(env, st, *asJSON); err != nil {
+	if err := printStatus(env, st, format); err != nil {
 		return err
 	}
 	return identityProblem(st)
@@ -77,7 +83,7 @@ func (e configProblem) Error() string { return string(e) }
 func (e configProblem) Unwrap() error { return config.ErrInvalid }
 
 // statusFromDaemon asks the daemon that holds the state file for its status.
-func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, asJSON bool, lockErr error, sinkConfig string) error {
+func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string, format string, lockErr error, sinkConfig string) error {
 	token, err := adminToken(env, a.tokenFile)
 	if err != nil {
 		return err
@@ -95,7 +101,7 @@ func statusFromDaemon(ctx context.Context, env *Env, a *adminFlags, state string
 			return err
 		}
 	}
-	if err := PrintStatus(env, st, asJSON); err != nil {
+	if err := printStatus(env, st, format); err != nil {
 		return err
 	}
 	return identityProblem(st)
@@ -127,45 +133,24 @@ func daemonStatus(ctx context.Context, c *adminClient) (ops.Status, error) {
 	return st, nil
 }
 
-// PrintStatus writes the status as JSON or as a table.
+// PrintStatus writes the status as JSON or as the default table.
 func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 	if asJSON {
+		return printStatus(env, st, outputJSON)
+	}
+	return printStatus(env, st, outputText)
+}
+
+// printStatus writes the status in one of the -o formats: the table that
+// fits 120 columns (the details of a failed or running source on a line
+// of their own below it), the wide table with every column, or JSON.
+func printStatus(env *Env, st ops.Status, format string) error {
+	if format == outputJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(st)
 	}
-	tw := tabwriter.NewWriter(env.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tWATERMARK\tLAST RUN\tSTATUS\tFRESHNESS\tROWS LAST RUN\tROWS WRITTEN\tNEWEST ROW AGE\tBOUND")
-	for _, s := range st.Sources {
-		wm := s.Watermark
-		switch {
-		case wm == "" && s.ResyncFrom != "":
-			wm = "from " + s.ResyncFrom
-		case wm == "":
-			wm = "-"
-		}
-		status := cmpStr(s.LastStatus, "never run")
-		if s.LastError != "" {
-			status += ": " + s.LastError
-		}
-		if f := s.FirstLoad; f != nil {
-			// Not running (a daemon would say): stopped or killed mid-way.
-			last := status
-			status = fmt.Sprintf("loading: %d of %d chunks, %d rows, stopped", f.ChunksDone, f.Chunks, f.Rows)
-			if s.LastStatus != "" {
-				status += "; last run " + last
-			}
-		}
-		if p := s.Running; p != nil {
-			status = "running: " + progressText(*p)
-			if p.Phase == syncer.PhaseFirstLoad {
-				status = loadingText(*p)
-			}
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", s.Name, wm, cmpStr(s.LastRunAt, "-"), status,
-			secondsText(s.FreshnessSeconds), s.RowsLastRun, s.RowsWritten, secondsText(s.NewestRowAgeSeconds), cmpStr(s.Bound, "-"))
-	}
-	if err := tw.Flush(); err != nil {
+	if err := statusTable(env.Stdout, st, format == outputWide, time.Now()); err != nil {
 		return err
 	}
 	for _, s := range st.Sources {
@@ -176,7 +161,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 				s.Name, s.BoundHolderApp, s.BoundHolderSince)
 		} else if s.BoundHolderPID != 0 && s.HeldBackSeconds >= syncer.DefaultHoldWarnAfter.Seconds() {
 			fmt.Fprintf(env.Stdout, "%s: bound held back by pid %d (application_name %q), a transaction open since %s (%s at the last run); rows stamped after it wait until it ends\n",
-				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, time.Duration(s.HeldBackSeconds*1000)*time.Millisecond)
+				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, durationText(secondsDuration(s.HeldBackSeconds)))
 		}
 		printOutside(env, s)
 		if len(s.DroppedColumns) > 0 {
@@ -201,7 +186,7 @@ func secondsText(sec *float64) string {
 	if sec == nil {
 		return "-"
 	}
-	return (time.Duration(*sec*1000) * time.Millisecond).String()
+	return durationText(secondsDuration(*sec))
 }
 
 // progressText renders a running source's progress for the status table.
@@ -211,7 +196,7 @@ func progressText(p syncer.Progress) string {
 		out += fmt.Sprintf(", ~%d left", p.Left)
 	}
 	if p.ETASeconds >= 0 {
-		out += ", ETA " + (time.Duration(p.ETASeconds) * time.Second).String()
+		out += ", ETA " + durationText(time.Duration(p.ETASeconds)*time.Second)
 	}
 	return out
 }
@@ -220,7 +205,7 @@ func progressText(p syncer.Progress) string {
 func loadingText(p syncer.Progress) string {
 	eta := "unknown"
 	if p.ETASeconds >= 0 {
-		eta = (time.Duration(p.ETASeconds) * time.Second).String()
+		eta = durationText(time.Duration(p.ETASeconds) * time.Second)
 	}
 	return fmt.Sprintf("loading: %d of %d chunks, %d rows, %.0f rows/s, ETA %s", p.ChunksDone, p.Chunks, p.Rows, p.RowsPerSecond, eta)
 }

@@ -199,7 +199,7 @@ func ParseAll(file string, data []byte, o Options) ([]*Config, error) {
 			break
 		}
 		if err != nil {
-			return nil, &FieldError{File: file, Line: yamlErrLine(err), Msg: "malformed YAML: " + yamlErrText(err)}
+			return nil, yamlError(file, data, err)
 		}
 		if len(doc.Content) == 0 || isEmptyDoc(doc.Content[0]) {
 			continue // an empty document, such as after a trailing ---
@@ -403,7 +403,7 @@ func describe(n *yaml.Node) string {
 	}
 }
 
-var yamlLine = regexp.MustCompile(`line (\d+)`)
+var yamlLine = regexp.MustCompile(`line (\d+)(: )?`)
 
 func yamlErrLine(err error) int {
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
@@ -413,9 +413,10 @@ func yamlErrLine(err error) int {
 	return 0
 }
 
+// yamlErrText is a YAML error's message without "yaml: line N: ".
 func yamlErrText(err error) string {
 	s := strings.TrimPrefix(err.Error(), "yaml: ")
-	return yamlLine.ReplaceAllString(s, "")
+	return strings.TrimSpace(yamlLine.ReplaceAllString(s, ""))
 }
 
 // SecretsLoaded reports whether the DSNs were loaded (not Options.NoSecrets):

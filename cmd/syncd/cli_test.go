@@ -45,7 +45,7 @@ func TestVersionHelpCompletion(t *testing.T) {
 		t.Fatalf("bad flag: exit %d, stdout %q, stderr %q; want 2, one line on stderr", r.code, r.stdout, r.stderr)
 	}
 	bash := syncd(t, nil, "completion", "bash")
-	if bash.code != 0 || !strings.Contains(bash.stdout, "complete -o default -F _syncd syncd") || !strings.Contains(bash.stdout, "--from-start") {
+	if bash.code != 0 || !strings.Contains(bash.stdout, "complete -F _syncd syncd") || !strings.Contains(bash.stdout, "--from-start") {
 		t.Fatalf("completion bash: exit %d\n%s", bash.code, bash.stdout)
 	}
 	check := exec.Command("bash", "-n")
