@@ -53,7 +53,7 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 	err = daemon.Run(ctx, daemon.Options{
 		ConfigPath:      c.config,
 		Configs:         cfgs,
-		Load:            config.Options{Getenv: env.Getenv},
+		Load:            config.Options{Getenv: env.Getenv, CheckDSN: pgutil.CheckDSN},
 		Store:           store,
 		Logger:          env.Logger,
 		Version:         Version,

@@ -27,6 +27,7 @@ func load(env *Env, path, name string) ([]*config.Config, error) {
 
 func loadWith(env *Env, path, name string, o config.Options) ([]*config.Config, error) {
 	o.Getenv = env.Getenv
+	o.CheckDSN = pgutil.CheckDSN
 	cfgs, err := config.LoadWith(path, o)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,12 @@ type Options struct {
 	// Getenv looks up the variables of ${VAR} references (os.LookupEnv
 	// when nil): the one way a load reads the environment.
 	Getenv func(string) (string, bool)
+	// CheckDSN, when set, checks each connection string once it is read
+	// (the CLI parses it as the driver will): an error becomes a config
+	// error at source.dsn or sink.dsn (or their dsn_file), so a malformed
+	// DSN exits 2 instead of failing each run. Its text must not contain
+	// the DSN's password.
+	CheckDSN func(dsn string) error
 }
 
 func (o Options) getenv() func(string) (string, bool) {
@@ -210,6 +216,9 @@ func ParseAll(file string, data []byte, o Options) ([]*Config, error) {
 			return nil, err
 		}
 		if err := c.finish(); err != nil {
+			return nil, err
+		}
+		if err := c.checkDSNs(o.CheckDSN); err != nil {
 			return nil, err
 		}
 		if prev, ok := seen[c.Name]; ok {

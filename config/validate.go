@@ -332,6 +332,33 @@ func (c *Config) finishTimeouts() error {
 	return nil
 }
 
+// DSNKey is the key a side's ("source" or "sink") connection string was
+// given with: SIDE.dsn_file when it was read from a file, else SIDE.dsn.
+// Errors about the connection name it, at its line.
+func (c *Config) DSNKey(side string) string {
+	file := c.Source.DSNFile
+	if side == "sink" {
+		file = c.Sink.DSNFile
+	}
+	if file != "" {
+		return side + ".dsn_file"
+	}
+	return side + ".dsn"
+}
+
+// checkDSNs runs check (when set) on both connection strings.
+func (c *Config) checkDSNs(check func(string) error) error {
+	if check == nil || c.noSecrets {
+		return nil
+	}
+	for _, side := range []struct{ name, dsn string }{{"source", c.Source.DSN}, {"sink", c.Sink.DSN}} {
+		if err := check(side.dsn); err != nil {
+			return c.ErrorAt(c.DSNKey(side.name), err)
+		}
+	}
+	return nil
+}
+
 // secret returns the DSN from the inline key or from the file named by fileKey.
 func (c *Config) secret(key, inline, fileKey, file string) (string, error) {
 	switch {

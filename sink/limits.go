@@ -18,7 +18,8 @@ import (
 // config's and the session's own). Every connection syncd opens to a sink
 // database is made here: the copy's, the coupon grants', a run lock's own.
 func Connect(ctx context.Context, c *config.Config) (*pgx.Conn, error) {
-	return pgutil.ConnectSink(ctx, c.Sink.DSN, pgutil.Limits{Lock: c.Sink.LockTimeout.Duration, Statement: c.Sink.StatementTimeout.Duration})
+	conn, err := pgutil.ConnectSink(ctx, c.Sink.DSN, pgutil.Limits{Lock: c.Sink.LockTimeout.Duration, Statement: c.Sink.StatementTimeout.Duration})
+	return conn, pgutil.Locate(c, err)
 }
 
 // errPageDeadline is the cause of a page context that reached

@@ -30,7 +30,7 @@ func (s Skipped) String() string {
 func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped, error) {
 	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, pgutil.Locate(c, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	pattern := c.Source.Ident

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
 )
 
 // KeyError is an error from PostgreSQL that a config key caused: it names
@@ -33,9 +34,15 @@ var undefinedColumn = regexp.MustCompile(`column "?([^" ]+)"? does not exist`)
 // an error from PostgreSQL that one did: an unknown column named in
 // source.cursor, source.columns, source.deleted_column or sink.key, or an
 // error in the SQL that source.where adds to the source's queries (a
-// syntax error, an unknown column or function, a type mismatch). Any
-// other error comes back as it was.
+// syntax error, an unknown column or function, a type mismatch). A
+// connection that could not be made comes back as the *pgutil.ConnectError
+// alone, at the line of its DSN key. Any other error comes back as it was.
 func Explain(c *config.Config, err error) error {
+	var ce *pgutil.ConnectError
+	if errors.As(err, &ce) {
+		// A connection that could not be made: the DSN's key says it all.
+		return pgutil.Locate(c, err)
+	}
 	var pe *pgconn.PgError
 	if err == nil || !errors.As(err, &pe) {
 		return err

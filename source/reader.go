@@ -55,7 +55,7 @@ type Reader struct {
 func Open(ctx context.Context, c *config.Config) (*Reader, error) {
 	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
 	if err != nil {
-		return nil, err
+		return nil, pgutil.Locate(c, err)
 	}
 	t, err := Describe(ctx, conn, c)
 	if err != nil {

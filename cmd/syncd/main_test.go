@@ -220,7 +220,7 @@ func TestUsageAndRuntimeExitCodes(t *testing.T) {
 	if r.code != 1 {
 		t.Fatalf("unreachable source: exit %d, want 1: %s", r.code, r.stderr)
 	}
-	if !strings.Contains(r.stderr, "connect to source database postgres@127.0.0.1:1/none") || strings.Contains(r.stderr, "hunter2secret") {
+	if !strings.Contains(r.stderr, "cannot connect to the source at 127.0.0.1:1 (database none, user postgres): connection refused") || strings.Contains(r.stderr, "hunter2secret") {
 		t.Fatalf("stderr should name the source without its password:\n%s", r.stderr)
 	}
 	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "syncd run: ") {

@@ -100,6 +100,20 @@ func (c *Cluster) Stop(ctx context.Context, mode string) error {
 	return nil
 }
 
+// SetHBA replaces the cluster's pg_hba.conf with lines and restarts the
+// server, so that the next connection meets them (fault tests use it to
+// require a password).
+func (c *Cluster) SetHBA(ctx context.Context, lines ...string) error {
+	data := filepath.Join(c.Dir, "data")
+	if err := os.WriteFile(filepath.Join(data, "pg_hba.conf"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write pg_hba.conf: %w", err)
+	}
+	if err := c.Stop(ctx, "fast"); err != nil {
+		return err
+	}
+	return c.Start(ctx)
+}
+
 // Destroy stops the server and removes its folder.
 func (c *Cluster) Destroy(ctx context.Context) {
 	_ = c.Stop(ctx, "immediate")

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/syncd/syncd/config"
 )
 
 // AppName is the application_name of every syncd session, for people
@@ -32,8 +33,9 @@ var settings = map[string]string{
 	"application_name":   AppName,
 }
 
-// Connect opens one connection for role ("source" or "sink"). Errors never
-// contain the DSN's password.
+// Connect opens one connection for role ("source" or "sink"). A connection
+// that cannot be made is a *ConnectError (see Locate); a DSN that does not
+// parse is a config.ErrInvalid. Errors never contain the DSN's password.
 func Connect(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
 	return connect(ctx, dsn, role, nil)
 }
@@ -53,7 +55,7 @@ func ConnectBulk(ctx context.Context, dsn, role string) (*pgx.Conn, error) {
 func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)) (*pgx.Conn, error) {
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("%s dsn is not a valid connection string (%s): fix %s.dsn", role, Scrub(err.Error(), dsn), role)
+		return nil, fmt.Errorf("%s.dsn: %w (%w)", role, dsnError(err, dsn), config.ErrInvalid)
 	}
 	// Parameter names are case-insensitive to the server: a DSN's
 	// "timezone" or "datestyle" (or PGTZ, which pgx passes as "timezone")
@@ -74,7 +76,7 @@ func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s database %s: %w", role, Describe(dsn), scrubbed{err, dsn})
+		return nil, classify(err, &cfg.Config, role, dsn)
 	}
 	registerOwn(ctx, conn)
 	return conn, nil
