@@ -36,6 +36,10 @@ type source struct {
 	entries []entryID
 	busy    bool
 	lastErr string         // the error of the last run when it failed
+	// logged is the text of the last fault logged with its error, so
+	// that a fault that repeats (a database down for an hour) is logged
+	// in full once, not at every attempt and tick.
+	logged string
 	pending *pendingResync // a resync waiting for the run in flight to end
 	removed bool
 	prog    *syncer.Progress // the run going, nil when none
@@ -279,6 +283,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		}
 		switch {
 		case err == nil:
+			s.logged = ""
 			if res.Campaign == nil {
 				s.d.m.Outside(name, res.NullCursorRows, res.AheadOfClockRows)
 			}
@@ -295,22 +300,34 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		s.d.m.Error(name, f.Kind)
 		if !f.Transient {
 			s.log.Error("run failed with a permanent error: the source is marked failed and is tried again at its next tick; fix the cause",
-				"kind", f.Kind, "err", err)
+				append([]any{"kind", f.Kind}, s.errAttr(err)...)...)
 			return metrics.OutcomeFailed, err
 		}
 		if n >= b.Attempts {
 			s.log.Error("run failed: the transient fault outlasted every retry; the next tick tries again",
-				"kind", f.Kind, "attempts", n, "err", err)
+				append([]any{"kind", f.Kind, "attempts", n}, s.errAttr(err)...)...)
 			return metrics.OutcomeFailed, err
 		}
 		delay := b.Delay(n)
 		s.log.Warn("transient fault: the run is tried again from the last committed page",
-			"kind", f.Kind, "attempt", n, "retry_in", delay.Round(time.Millisecond).String())
+			append([]any{"kind", f.Kind, "attempt", n, "retry_in", delay.Round(time.Millisecond).String()}, s.errAttr(err)...)...)
 		if !retry.Sleep(s.d.ctx, s.d.stop, delay) {
 			return metrics.OutcomeStopped, err
 		}
 		s.d.m.Retry(name)
 	}
+}
+
+// errAttr is the error attribute of a failed attempt's line: the error
+// when it differs from the last one logged, else same_err=true (the
+// status page and /status still show it in full).
+func (s *source) errAttr(err error) []any {
+	text := err.Error()
+	if text == s.logged {
+		return []any{"same_err", true}
+	}
+	s.logged = text
+	return []any{"err", text}
 }
 
 // requestResync applies a resync now, or when the job in flight ends; a

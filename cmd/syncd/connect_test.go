@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgtest"
@@ -167,5 +168,33 @@ func TestConnectionFailuresAreOneLineEach(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The daemon logs a source that cannot connect with the same one line as
+// run --once, once: the attempts that fail the same way after it say
+// same_err instead of repeating it. It keeps trying, and stops cleanly.
+func TestDaemonLogsConnectionFailureOnce(t *testing.T) {
+	src, dst := setupOrders(t)
+	port := closedPort(t)
+	dir := t.TempDir()
+	file := writeConfig(t, dir, "orders.yaml", connConfig(src, dst, "source", fmt.Sprintf("postgres://writer:%s@127.0.0.1:%d/warehouse", connPassword, port)))
+	b := testutil.Binary{Path: binary, Forbid: []string{connPassword}}
+	d := b.Start(t, nil, "run", "--config", file, "--state", filepath.Join(dir, "state.db"), "--listen", "")
+	const msg = "transient fault: the run is tried again from the last committed page"
+	first := d.WaitLog(t, 30*time.Second, msg, "source", "orders", "attempt", 1)
+	want := fmt.Sprintf("%s:3: source.dsn: cannot connect to the source at 127.0.0.1:%d (database warehouse, user writer): connection refused: is PostgreSQL running on that host and port? check the host and port in source.dsn", file, port)
+	if got := first.Text("err"); got != want {
+		t.Fatalf("first failed attempt: err %q, want %q", got, want)
+	}
+	second := d.WaitLog(t, 30*time.Second, msg, "source", "orders", "attempt", 2)
+	if _, ok := second.Get("err"); ok || second.Text("same_err") != "true" {
+		t.Fatalf("second attempt, failing the same way, should say same_err and not repeat the error: %v", second)
+	}
+	if r := d.Stop(t, 30*time.Second); r.Code != 0 {
+		t.Fatalf("daemon exit after SIGTERM: %s", r)
+	}
+	if n := strings.Count(d.Output.String(), "connection refused"); n != 1 {
+		t.Fatalf("the connection failure was logged %d times, want once:\n%s", n, d.Output)
 	}
 }
