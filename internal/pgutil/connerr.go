@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -294,6 +295,10 @@ func addr(cfg *pgconn.Config) string {
 	return net.JoinHostPort(cfg.Host, fmt.Sprint(cfg.Port))
 }
 
+// looseSecret finds what looks like a password in a DSN that does not
+// parse: a URL's user:PASSWORD@, or password=VALUE.
+var looseSecret = regexp.MustCompile(`(?:://[^:/@]*:([^@]*)@)|(?:password\s*=\s*('[^']*'|\S+))`)
+
 // CheckDSN parses dsn as the driver will when connecting. Its error says
 // what is wrong without the DSN's text (so without its password).
 func CheckDSN(dsn string) error {
@@ -318,5 +323,14 @@ func dsnError(err error, dsn string) error {
 		}
 	}
 	msg = Scrub(msg, dsn)
+	// The driver redacts what it recognises; a DSN too broken to parse
+	// may still hold a password this finds.
+	for _, m := range looseSecret.FindAllStringSubmatch(dsn, -1) {
+		for _, p := range m[1:] {
+			if p = strings.Trim(p, "'"); len(p) >= 3 {
+				msg = strings.ReplaceAll(msg, p, "xxxxx")
+			}
+		}
+	}
 	return fmt.Errorf("not a valid connection string: %s; write it as a URL, postgres://USER:PASSWORD@HOST:PORT/DATABASE?sslmode=..., or as keyword=value pairs, host=HOST port=PORT dbname=DATABASE user=USER", msg)
 }
