@@ -13,6 +13,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,9 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -137,6 +140,10 @@ type daemon struct {
 	wg       sync.WaitGroup
 	stopping bool
 	sources  map[string]*source
+	matching map[string]int // pattern sources being matched against their catalogs
+	// ended receives (without blocking) when a job counted in wg ends,
+	// so that a stop says what it still waits for.
+	ended chan struct{}
 
 	pmu      sync.Mutex          // guards patterns and files
 	emu      sync.Mutex          // one pattern match applied at a time
@@ -171,6 +178,8 @@ func Run(ctx context.Context, o Options) error {
 		stopCtx:  stopCtx,
 		stop:     make(chan struct{}),
 		sources:  map[string]*source{},
+		matching: map[string]int{},
+		ended:    make(chan struct{}, 1),
 		patterns: map[string]*pattern{},
 		pm:       newPatternMetrics(reg),
 		files:    map[string][]*config.Config{},
@@ -235,14 +244,51 @@ func Run(ctx context.Context, o Options) error {
 			d.reload()
 		}
 	}
-	err := d.shutdown(ctx)
+	began := time.Now()
+	err := d.shutdown(ctx, began)
 	cancelStop()
-	for _, s := range servers {
-		if serr := s.close(ctx); serr != nil && err == nil {
-			err = serr
-		}
+	if serr := d.closeServers(ctx, servers, began); serr != nil && err == nil {
+		err = serr
+	}
+	if err == nil {
+		d.log.Info("stopped", "after", since(began))
 	}
 	return err
+}
+
+// closeServers stops the admin servers, saying so when requests in
+// flight hold one up for more than a second.
+func (d *daemon) closeServers(ctx context.Context, servers []*server, began time.Time) error {
+	if len(servers) == 0 {
+		return nil
+	}
+	errs := make(chan error, len(servers))
+	for _, s := range servers {
+		go func() { errs <- s.close(ctx) }()
+	}
+	slow := time.NewTimer(time.Second)
+	defer slow.Stop()
+	var err error
+	for range servers {
+		select {
+		case serr := <-errs:
+			err = cmp.Or(err, serr)
+			continue
+		case <-slow.C:
+			d.log.Info("still waiting for: the admin server's requests in flight (at most 5s)", "after", since(began))
+		}
+		err = cmp.Or(err, <-errs)
+	}
+	return err
+}
+
+// since is the time since t, rounded for a log line.
+func since(t time.Time) string {
+	d := time.Since(t)
+	if d < time.Second {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
 }
 
 // server is one admin listener being served.
@@ -284,15 +330,21 @@ func (d *daemon) running() map[string]syncer.Progress {
 	return out
 }
 
-// shutdown takes no new run or page and waits for the runs in flight.
-func (d *daemon) shutdown(ctx context.Context) error {
+// stopReportEvery is how often a stop that waits says what for.
+const stopReportEvery = 5 * time.Second
+
+// shutdown takes no new run or page and waits for the runs in flight,
+// saying what it waits for when it starts, each time one of them ends,
+// and every stopReportEvery.
+func (d *daemon) shutdown(ctx context.Context, began time.Time) error {
 	d.mu.Lock()
 	d.stopping = true
 	running := d.runningNames()
 	d.mu.Unlock()
 	close(d.stop)
+	waiting := d.inFlight()
 	d.log.Info("stopping: no new page is taken; pages in flight commit and write their watermark",
-		"running", running, "timeout", d.o.ShutdownTimeout.String())
+		"running", running, "waiting_for", waiting, "timeout", d.o.ShutdownTimeout.String(), "force", "a second SIGTERM or SIGINT")
 	cronDone := d.cron.stop()
 
 	done := make(chan struct{})
@@ -303,26 +355,65 @@ func (d *daemon) shutdown(ctx context.Context) error {
 	}()
 	timer := time.NewTimer(d.o.ShutdownTimeout)
 	defer timer.Stop()
-	select {
-	case <-done:
-		d.log.Info("stopped")
-		return nil
-	case <-ctx.Done():
-		d.mu.Lock()
-		running = d.runningNames()
-		d.mu.Unlock()
-		if len(running) == 0 {
-			return nil
-		}
-		return fmt.Errorf("%w with runs still going (%v): a page that had not committed rolls back and is read again at the next start",
-			ErrForced, running)
-	case <-timer.C:
+	tick := time.NewTicker(stopReportEvery)
+	defer tick.Stop()
+	report := func() {
+		d.log.Info("still waiting for the jobs in flight; a second SIGTERM or SIGINT forces the exit",
+			"waiting_for", waiting, "after", since(began), "timeout_in", (d.o.ShutdownTimeout - time.Since(began)).Round(time.Second).String())
 	}
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-d.ended:
+			// A job ended: say what is left, when something is.
+			if now := d.inFlight(); len(now) > 0 && !slices.Equal(now, waiting) {
+				waiting = now
+				report()
+			}
+		case <-tick.C:
+			if waiting = d.inFlight(); len(waiting) > 0 {
+				report()
+			}
+		case <-ctx.Done():
+			if waiting = d.inFlight(); len(waiting) == 0 {
+				return nil
+			}
+			return fmt.Errorf("%w after %s; still going: %s; a page that had not committed rolls back and is read again at the next start",
+				ErrForced, since(began), strings.Join(waiting, ", "))
+		case <-timer.C:
+			return fmt.Errorf("%w after %s; still going: %s; a page that had not committed rolls back and is read again at the next start; raise --shutdown-timeout if pages take longer",
+				ErrShutdownTimeout, d.o.ShutdownTimeout, strings.Join(d.inFlight(), ", "))
+		}
+	}
+}
+
+// jobDone ends a job counted by begin.
+func (d *daemon) jobDone() {
+	d.wg.Done()
+	select {
+	case d.ended <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+// inFlight lists what a stop waits for, sorted: each source with a job
+// going and what it does ("orders (page in flight)"), and each pattern
+// source being matched against its catalog.
+func (d *daemon) inFlight() []string {
 	d.mu.Lock()
-	running = d.runningNames()
-	d.mu.Unlock()
-	return fmt.Errorf("%w after %s with runs still going (%v): a page that had not committed rolls back and is read again at the next start; raise --shutdown-timeout if pages take longer",
-		ErrShutdownTimeout, d.o.ShutdownTimeout, running)
+	defer d.mu.Unlock()
+	var out []string
+	for name, s := range d.sources {
+		if what := s.doing(); what != "" {
+			out = append(out, name+" ("+what+")")
+		}
+	}
+	for name := range d.matching {
+		out = append(out, name+" (matching its tables in the catalog)")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // begin registers a run or reconcile about to start; false once stopping.

@@ -59,7 +59,7 @@ func (d *daemon) addPattern(c *config.Config) {
 	d.schedulePattern(p)
 	if d.begin() {
 		go func() {
-			defer d.wg.Done()
+			defer d.jobDone()
 			d.expand(c.Name)
 		}()
 	}
@@ -69,7 +69,7 @@ func (d *daemon) schedulePattern(p *pattern) {
 	name := p.cfg.Name
 	id, err := d.cron.add(p.cfg.Schedule, func() {
 		if d.begin() {
-			defer d.wg.Done()
+			defer d.jobDone()
 			d.expand(name)
 		}
 	})
@@ -125,6 +125,16 @@ func (d *daemon) expand(name string) {
 	if !ok || d.o.Expand == nil {
 		return
 	}
+	d.mu.Lock()
+	d.matching[name]++
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if d.matching[name]--; d.matching[name] == 0 {
+			delete(d.matching, name)
+		}
+		d.mu.Unlock()
+	}()
 	ctx, cancel := context.WithTimeout(d.stopCtx, expandTimeout)
 	members, skipped, err := d.o.Expand(ctx, cfg)
 	cancel()

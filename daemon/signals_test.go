@@ -164,7 +164,7 @@ func TestShutdownTimeout(t *testing.T) {
 	if took := time.Since(sent); code != 1 || took < time.Second || took > 4*time.Second {
 		t.Errorf("exit %d after %s, want 1 after about 1s", code, took)
 	}
-	if !strings.Contains(p.Output.String(), "shutdown timed out after 1s with runs still going ([orders])") {
+	if !strings.Contains(p.Output.String(), "shutdown timed out after 1s; still going: orders (page in flight);") {
 		t.Errorf("no line says the shutdown timed out:\n%s", p.Output.String())
 	}
 	f.catchUp(t, path, state)

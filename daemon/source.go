@@ -35,14 +35,40 @@ type source struct {
 	cfg     *config.Config
 	entries []entryID
 	busy    bool
-	lastErr string         // the error of the last run when it failed
+	lastErr string // the error of the last run when it failed
 	// logged is the text of the last fault logged with its error, so
 	// that a fault that repeats (a database down for an hour) is logged
 	// in full once, not at every attempt and tick.
-	logged string
+	logged  string
 	pending *pendingResync // a resync waiting for the run in flight to end
 	removed bool
 	prog    *syncer.Progress // the run going, nil when none
+	phase   string           // what the job going does (syncer.Phase*, phaseReconcile, ...)
+}
+
+// Phases of a job besides a run's own (syncer.Phase*).
+const (
+	phaseReconcile = "reconcile"
+	phaseRetryWait = "waiting to retry"
+)
+
+func (s *source) setPhase(p string) {
+	s.mu.Lock()
+	s.phase = p
+	s.mu.Unlock()
+}
+
+// doing is what the job going does, "" when none is.
+func (s *source) doing() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.busy {
+		return ""
+	}
+	if s.phase == "" {
+		return "starting"
+	}
+	return s.phase
 }
 
 // progressNow is the progress of the run going, if one is.
@@ -158,7 +184,7 @@ func (s *source) start(job string) (*config.Config, bool) {
 	}
 	s.mu.Unlock()
 	if busy || removed {
-		s.d.wg.Done()
+		s.d.jobDone()
 		if busy {
 			s.log.Info("tick skipped: the previous run of this source is still going", "job", job)
 			if job == jobSync {
@@ -173,9 +199,10 @@ func (s *source) start(job string) (*config.Config, bool) {
 }
 
 func (s *source) runJob(job string, cfg *config.Config) {
-	defer s.d.wg.Done()
+	defer s.d.jobDone()
 	started := time.Now()
 	if job == jobReconcile {
+		s.setPhase(phaseReconcile)
 		outcome := s.reconcile(cfg, started)
 		s.d.m.ReconcileDone(cfg.Name, outcome, time.Since(started))
 		s.finish(job, outcome, nil)
@@ -243,6 +270,7 @@ func (s *source) finish(job, outcome string, err error) {
 	}
 	s.busy = false
 	s.prog = nil
+	s.phase = ""
 	removed := s.removed
 	s.mu.Unlock()
 	if removed {
@@ -269,7 +297,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 	}
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
-			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress,
+			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
 			AfterCommit: afterCommit,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
@@ -309,6 +337,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 			return metrics.OutcomeFailed, err
 		}
 		delay := b.Delay(n)
+		s.setPhase(phaseRetryWait)
 		s.log.Warn("transient fault: the run is tried again from the last committed page",
 			append([]any{"kind", f.Kind, "attempt", n, "retry_in", delay.Round(time.Millisecond).String()}, s.errAttr(err)...)...)
 		if !retry.Sleep(s.d.ctx, s.d.stop, delay) {

@@ -130,6 +130,7 @@ func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink
 	if l.fl == nil { // a small table after all
 		return pos, nil
 	}
+	o.phase(PhaseFirstLoad)
 	if err := l.run(ctx); err != nil {
 		return pos, err
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	// OnProgress, when set, is called with the run's progress when it
 	// starts reading and after each page (status shows it).
 	OnProgress func(Progress)
+	// OnPhase, when set, is told what the run is doing each time that
+	// changes: PhaseOpen, PhaseFirstLoad, PhasePages or PhaseFinish (the
+	// daemon's stop says what it waits for).
+	OnPhase func(phase string)
 	// ProgressEvery is how often a long run logs its progress
 	// (DefaultProgressEvery when zero).
 	ProgressEvery time.Duration
@@ -116,6 +120,19 @@ type Result struct {
 	// SchemaChanges lists the kinds of the source schema changes the run
 	// found before reading (followed, or refused when err says so).
 	SchemaChanges []string
+}
+
+// What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
+const (
+	PhaseOpen   = "opening the run: connecting, reading the catalogs"
+	PhasePages  = "page in flight"
+	PhaseFinish = "finishing the run: rows outside the cursor, the last watermark"
+)
+
+func (o Options) phase(p string) {
+	if o.OnPhase != nil {
+		o.OnPhase(p)
+	}
 }
 
 // ErrStopped is returned by Run when Stop ended it early.
@@ -222,14 +239,19 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 			u.Unfinished()
 		}
 	}()
+	o.phase(PhaseOpen)
 	read, err := r.open(ctx)
 	if err != nil {
 		return r.result(), err
 	}
 	if !read {
+		o.phase(PhaseFinish)
 		return r.finish(ctx, nil)
 	}
-	return r.finish(ctx, r.loop(ctx))
+	o.phase(PhasePages)
+	err = r.loop(ctx)
+	o.phase(PhaseFinish)
+	return r.finish(ctx, err)
 }
 
 // open reads the state, refuses a watermark computed for other settings,
