@@ -110,7 +110,8 @@ func closedPort(t *testing.T) int {
 // and from run --once as from validate: the file, the line and the key of
 // the DSN, the side, where and as whom, the cause and what to check, and
 // never the password. A connection that fails exits 1 (the database may
-// come back); a DSN that cannot work as written exits 2.
+// come back); a DSN that cannot work as written exits 2, and one that does
+// not parse stops the daemon's start with exit 2 as well.
 func TestConnectionFailuresAreOneLineEach(t *testing.T) {
 	src, dst := setupOrders(t)
 	cl := passwordCluster(t)
@@ -152,10 +153,20 @@ func TestConnectionFailuresAreOneLineEach(t *testing.T) {
 				file := writeConfig(t, dir, "orders.yaml", connConfig(src, dst, side, tc.dsn))
 				line := map[string]int{"source": 3, "sink": 7}[side]
 				at := fmt.Sprintf("%s:%d: %s.dsn: ", file, line, side)
-				for _, cmd := range []string{"run", "validate"} {
-					args := []string{cmd, "--config", file, "--state", filepath.Join(dir, "state.db")}
-					if cmd == "run" {
-						args = append(args, "--once")
+				cmds := []string{"run --once", "validate"}
+				if strings.HasPrefix(tc.want, "not a valid connection string") {
+					// Refused at load: the daemon does not start either,
+					// and exits 2 for systemd's RestartPreventExitStatus.
+					cmds = append(cmds, "run")
+				}
+				for _, cmdline := range cmds {
+					cmd, once, _ := strings.Cut(cmdline, " ")
+					args := []string{cmd, "--config", file, "--state", filepath.Join(dir, "state.db"), "--listen", ""}
+					switch {
+					case once != "":
+						args = append(args, once)
+					case cmd == "validate":
+						args = args[:len(args)-2]
 					}
 					r := b.Run(t, nil, args...)
 					want := "syncd " + cmd + ": source orders: " + at + strings.ReplaceAll(tc.want, "SIDE", side)
@@ -163,7 +174,7 @@ func TestConnectionFailuresAreOneLineEach(t *testing.T) {
 						want = "syncd " + cmd + ": " + at + strings.ReplaceAll(tc.want, "SIDE", side)
 					}
 					if got := strings.TrimRight(r.Stderr, "\n"); r.Code != tc.code || got != want {
-						t.Errorf("%s with a bad %s.dsn: exit %d, want %d; stderr:\n%s\nwant the one line:\n%s", cmd, side, r.Code, tc.code, r.Stderr, want)
+						t.Errorf("%s with a bad %s.dsn: exit %d, want %d; stderr:\n%s\nwant the one line:\n%s", cmdline, side, r.Code, tc.code, r.Stderr, want)
 					}
 				}
 			}
