@@ -88,9 +88,6 @@ func (e *ConnectError) Unwrap() []error {
 	return []error{e.Err}
 }
 
-// FaultKind is not implemented on purpose: retry.Classify decides from
-// the driver's error whether trying again may help.
-
 // Locate returns err with the position of c's DSN key for side ("source"
 // or "sink") when err is a connection failure (a *ConnectError in its
 // chain): the ConnectError alone, since it says everything the wrapping
