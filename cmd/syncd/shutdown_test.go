@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/syncer"
 )
 
 // A daemon stopped while pages are in flight says what it waits for: the
@@ -82,5 +84,46 @@ sink:
 		if n := count(t, dst, "SELECT count(*) FROM "+c); n != 50 {
 			t.Errorf("%s has %d rows, want the 50 of the page in flight", c, n)
 		}
+	}
+}
+
+// A stop during a first load names it: the chunks in flight commit, then
+// the daemon exits 0.
+func TestStopDuringFirstLoadSaysSo(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, note text)`)
+	src.Exec(t, `INSERT INTO orders SELECT g, now() - interval '1 day' + g * interval '1 ms', repeat('x', 300) FROM generate_series(1, 1000) g`)
+	// The chunks' COPY waits while the test holds lock 4343.
+	src.Exec(t, `CREATE FUNCTION copy_gate() RETURNS boolean LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+	IF current_query() LIKE 'COPY%' THEN PERFORM pg_advisory_xact_lock_shared(4343); END IF;
+	RETURN true;
+END $$`)
+	ctx := context.Background()
+	holder, err := pgx.Connect(ctx, src.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close(ctx)
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock(4343)"); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "orders.yaml", "schedule: \"@every 1h\"\n"+
+		orders(t, src, dst, "  where: copy_gate()\n  first_load: {workers: 2, chunk_size: 32kB, min_table_size: 0}\n"))
+	d := bin.Start(t, nil, "run", "--config", cfg, "--state", filepath.Join(dir, "state.db"), "--listen", "")
+	waitFor(t, 60*time.Second, "a first load chunk waiting for its gate", func() bool {
+		return count(t, src, "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = 4343 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())") > 0
+	})
+	d.Signal(t, syscall.SIGTERM)
+	e := d.WaitLog(t, 30*time.Second, "stopping: no new page is taken; pages in flight commit and write their watermark")
+	if !e.Match("", "waiting_for", []string{"orders (" + syncer.PhaseFirstLoad + ")"}) {
+		t.Fatalf("the stop's first line should name the first load: %v", e)
+	}
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock(4343)"); err != nil {
+		t.Fatal(err)
+	}
+	if r := d.Wait(t, 60*time.Second); r.Code != 0 {
+		t.Fatalf("exit once the chunks in flight committed: %s", r)
 	}
 }
