@@ -100,6 +100,10 @@ func Locate(c *config.Config, err error) error {
 	out := *ce
 	out.Key = c.DSNKey(ce.Side)
 	out.File, out.Line = c.File, c.Lines[out.Key]
+	if out.Key != ce.Key { // the DSN came from SIDE.dsn_file: the advice names it
+		out.Cause = strings.ReplaceAll(ce.Cause, ce.Key, out.Key)
+		out.Check = strings.ReplaceAll(ce.Check, ce.Key, out.Key)
+	}
 	return &out
 }
 

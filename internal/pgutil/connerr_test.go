@@ -2,9 +2,11 @@ package pgutil_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 )
 
@@ -40,7 +42,8 @@ func TestCheckDSNNeverShowsThePassword(t *testing.T) {
 	}
 }
 
-// A ConnectError is located at the DSN key of the config and unwraps to
+// A ConnectError's text, before and after Locate puts it at the DSN key
+// of the config (dsn_file when the DSN came from a file); it unwraps to
 // the driver's error.
 func TestConnectErrorText(t *testing.T) {
 	cause := errors.New("driver")
@@ -53,5 +56,12 @@ func TestConnectErrorText(t *testing.T) {
 	e.File, e.Line = "/etc/syncd/orders.yaml", 5
 	if got := e.Error(); got != "/etc/syncd/orders.yaml:5: "+want {
 		t.Fatalf("%q", got)
+	}
+	// Given with sink.dsn_file, the error is at that key and names it.
+	c := &config.Config{File: "/etc/syncd/orders.yaml", Lines: map[string]int{"sink.dsn_file": 9}, Sink: config.Sink{DSNFile: "/run/secrets/sink"}}
+	e.File, e.Line = "", 0
+	located := pgutil.Locate(c, fmt.Errorf("open the sink: %w", e))
+	if got := located.Error(); got != "/etc/syncd/orders.yaml:9: "+strings.ReplaceAll(want, "sink.dsn", "sink.dsn_file") || !errors.Is(located, cause) {
+		t.Fatalf("located: %q", got)
 	}
 }
