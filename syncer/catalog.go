@@ -155,10 +155,20 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 }
 
 // resyncedSince reports whether the state file was resynced since rec
-// last followed it.
+// last followed a resync. A resync older than the one the record followed
+// (a state file restored from a backup, or another host's state file) is
+// not: following it would undo the later one, and skip the rows that one
+// re-reads.
 func (r *runner) resyncedSince(rec catalog.Record) bool {
-	at := r.st.ResyncedAt.Truncate(time.Microsecond)
-	return !at.IsZero() && !at.Equal(rec.ResyncedAt)
+	return resyncPending(r.st.ResyncedAt, rec.ResyncedAt)
+}
+
+// resyncPending reports whether a state file resynced at stateAt holds a
+// resync that the record, which last followed the one at recordAt, has
+// not followed yet.
+func resyncPending(stateAt, recordAt time.Time) bool {
+	at := stateAt.Truncate(time.Microsecond)
+	return !at.IsZero() && at.After(recordAt)
 }
 
 // rewritten compares the source table with the one the copy was made

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
@@ -233,4 +234,46 @@ func TestSourceNowReadingAnotherTableNeedsAResync(t *testing.T) {
 	if rec := sinkRecord(t, e); rec.Source.Table != "public.orders2" {
 		t.Fatalf("record names %s, want public.orders2", rec.Source.Table)
 	}
+}
+
+// A state file restored from a backup taken after an older resync had been
+// followed does not undo a later resync the sink's record has followed:
+// the older resync is not one made since the record last moved, so the
+// sink's record wins, and the rows the later resync re-reads are read.
+func TestRestoredStateFileDoesNotReplayAnOlderResync(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 200)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	resync := func(at time.Time) {
+		t.Helper()
+		if err := e.store.Update("test", func(st *watermark.State) error {
+			st.Cursor, st.From, st.ResyncedAt = nil, "", at
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Now().UTC().Add(-time.Hour)
+	resync(first)
+	e.run(t, c, syncer.Options{})
+	backup, _, err := e.store.Get("test") // the state file's backup: followed the first resync
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The copy loses rows; the operator resyncs again, and the run that
+	// follows the resync dies after its first page.
+	e.dst.Exec(t, "DELETE FROM copy WHERE id % 2 = 0")
+	resync(first.Add(30 * time.Minute))
+	crash := errors.New("crash")
+	if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: e.store,
+		AfterCommit: func(int64) error { return crash }}); !errors.Is(err, crash) {
+		t.Fatalf("the run meant to die after its first page: %v", err)
+	}
+	if err := e.store.Replace("test", backup); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, c, syncer.Options{})
+	e.assertSame(t, "orders", "t.*")
 }
