@@ -59,6 +59,9 @@ type Source struct {
 	Heap string `json:"heap"`
 	// Columns are the table's live columns by attnum.
 	Columns []Column `json:"columns,omitempty"`
+	// Cursor names the cursor columns (source.cursor) the record's cursor
+	// is a position in (empty in a record that did not say).
+	Cursor []string `json:"cursor,omitempty"`
 }
 
 // Column is one source column: its attnum, which a rename keeps, its name

@@ -49,6 +49,7 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	if err != nil {
 		return nil, err
 	}
+	id.Cursor = slices.Clone(c.Source.Cursor)
 	r.source = &id
 	mine := catalog.Record{Copy: c.Sink.Ident.String(), SourceName: c.Name, Source: id, Cursor: r.st.Cursor,
 		Writer: writerName(), StateFile: r.o.Store.Path(), ResyncedAt: r.st.ResyncedAt.Truncate(time.Microsecond)}
@@ -75,11 +76,14 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 		rec.Source = id // moved to another table by the resync followed above
 	}
 	known := rec.Source
-	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns)
+	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns) ||
+		!slices.Equal(rec.Source.Cursor, id.Cursor)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
-	// The schema itself is followed by the state file's record; an idle
-	// run of a daemon writes nothing here.
+	// The schema itself is followed by the state file's record; a record
+	// that did not name its cursor's columns names them (follow moved one
+	// that named others); an idle run of a daemon writes nothing here.
 	rec.Source.Columns = id.Columns
+	rec.Source.Cursor = id.Cursor
 	if changed {
 		if err := catalog.Update(ctx, conn, rec, moved); err != nil {
 			return nil, err
@@ -104,6 +108,16 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 	}
 	if len(rec.Cursor) > 0 && len(rec.Cursor) != len(src.Table.Cursor) {
 		return false, nil // another cursor: the identity check refuses the state's
+	}
+	if cols := r.c.Source.Cursor; len(rec.Source.Cursor) > 0 && !slices.Equal(rec.Source.Cursor, cols) {
+		// The record's cursor is a position in another cursor: read as
+		// this one's it would skip rows. The state file decides (its own
+		// identity check refuses a watermark of the other cursor), and the
+		// record moves to it and to this cursor.
+		r.log.Warn("the sink's record of the copy is a position in another cursor; the state file decides where the run starts",
+			"copy", rec.Copy, "record_cursor_columns", strings.Join(rec.Source.Cursor, ", "), "cursor_columns", strings.Join(cols, ", "))
+		rec.Cursor, rec.Source.Cursor = st.Cursor, slices.Clone(cols)
+		return true, nil
 	}
 	var why string
 	switch {

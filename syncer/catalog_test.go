@@ -3,6 +3,7 @@ package syncer_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -276,4 +277,41 @@ func TestRestoredStateFileDoesNotReplayAnOlderResync(t *testing.T) {
 	}
 	e.run(t, c, syncer.Options{})
 	e.assertSame(t, "orders", "t.*")
+}
+
+// The sink's record's cursor is a position in the cursor it was recorded
+// with: a lost state file under another source.cursor (same length) does
+// not resume from it, which would read the record's values as the new
+// cursor's and skip rows; the run starts as a new state file would.
+func TestLostStateFileUnderAnotherCursorDoesNotResumeFromTheSink(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, created_at timestamptz NOT NULL, name text)`)
+	e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + g * interval '1 second',
+'2026-01-01 00:00:00+00'::timestamptz + g * interval '1 second', 'o' || g FROM generate_series(1, 100) g`)
+	c := e.config(t, "public.orders", 30, "")
+	e.run(t, c, syncer.Options{})
+	// Rows created before the record's cursor value, written since.
+	e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-02 09:00:00+00', '2026-02-01 00:00:00+00'::timestamptz + g * interval '1 second', 'n' || g
+FROM generate_series(101, 150) g`)
+	other, err := config.Parse("test.yaml", []byte(fmt.Sprintf(`name: test
+source:
+  dsn: %s
+  table: public.orders
+  cursor: [created_at, id]
+  lookback: 0s
+  page_size: 30
+sink:
+  dsn: %s
+  table: public.copy
+  key: [id]
+`, e.src.URL, e.dst.URL)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.store = newStore(t) // the state file is gone, and the cursor changed
+	e.run(t, other, syncer.Options{})
+	e.assertSame(t, "orders", "t.*")
+	if rec := sinkRecord(t, e); !slices.Equal(rec.Source.Cursor, []string{"created_at", "id"}) {
+		t.Fatalf("the record's cursor columns are %v after the run, want [created_at id]", rec.Source.Cursor)
+	}
 }
