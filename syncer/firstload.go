@@ -278,11 +278,20 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 			l.fl = nil
 		} else if why := l.changed(heaps, xmax); why != "" {
 			// Resuming would read block ranges of another layout: rows
-			// moved into the chunks done would never be read. Every chunk
-			// is read again, from this snapshot, upserted into the copy.
-			l.log.Warn("the first load starts again: "+why, "table", l.src.Table.Ident.String(), "copy", l.target,
+			// moved into the chunks done would never be read. And the copy
+			// may hold rows of the old heap the source no longer has (a
+			// TRUNCATE, a DELETE before a VACUUM FULL, a table re-created),
+			// which no page reads and no repair removes later: the sink's
+			// record takes the new heap now. The copy holds nothing but
+			// this unfinished load's rows, so it is emptied (durably,
+			// before the new load is recorded) and the load starts again
+			// from this snapshot.
+			l.log.Warn("the first load starts again: "+why+"; the copy, which holds only this unfinished load's rows, is emptied first", "table", l.src.Table.Ident.String(), "copy", l.target,
 				"chunks_done_before", len(l.fl.Chunks)-notDone(l.fl))
-			runs, l.fl = l.fl.Runs, nil
+			if _, err := pgutil.ExecDurable(ctx, first.dst, "DELETE FROM "+l.target); err != nil {
+				return fmt.Errorf("first load: empty the copy %s to start the load again: %w", l.target, err)
+			}
+			runs, l.fl, empty = l.fl.Runs, nil, true
 		}
 		l.upsert = !empty
 	}
