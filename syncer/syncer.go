@@ -225,6 +225,10 @@ type runner struct {
 	// source is the source table's identity as claim read it (nil: the
 	// sink keeps no catalog).
 	source *catalog.Source
+	// recordedColumns are the source's columns as the sink's record knew
+	// them before this run (nil: a record registered by this run): the
+	// columns the copy follows when the state file has no schema of them.
+	recordedColumns []catalog.Column
 }
 
 // run is one run: open (source, bound, sink, lock, prepare), the page
