@@ -238,6 +238,17 @@ func schemaNotes(ctx context.Context, cfg *config.Config, t *source.Table, dst *
 		return t.Columns, nil, err
 	}
 	st, _, rerr := watermark.ReadState(state, cfg.Name, 2*time.Second)
+	if st.Schema == nil && (rerr == nil || errors.Is(rerr, os.ErrNotExist)) {
+		// No schema in the state file (lost, or new): the run follows the
+		// source from the columns the sink's record knows the copy follows.
+		rec, found, err := catalog.Read(ctx, dst.Conn(), cfg.Sink.Ident.String())
+		if err != nil {
+			return nil, nil, err
+		}
+		if found && rec.SourceName == cfg.Name {
+			st.Schema = syncer.RecordedSchema(rec.Source.Columns)
+		}
+	}
 	followed := st.Schema != nil || (rerr != nil && !errors.Is(rerr, os.ErrNotExist))
 	// What the next run does about the columns the last run saw (by
 	// attnum): a column it widens or replaces is not a problem of the

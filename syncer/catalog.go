@@ -282,3 +282,17 @@ func (r *runner) repairFunc(k kind.Kind) func(context.Context) error {
 		return nil
 	}
 }
+
+// RecordedSchema is the source's schema as the sink's record of a copy
+// knows it (cols, the record's columns; nil when it knows none): what a
+// state file without a schema follows the source's changes from.
+func RecordedSchema(cols []catalog.Column) *watermark.Schema {
+	if len(cols) == 0 {
+		return nil
+	}
+	s := &watermark.Schema{}
+	for _, col := range cols {
+		s.Columns = append(s.Columns, watermark.SchemaColumn{Name: col.Name, Type: col.Type, Num: col.Num})
+	}
+	return s
+}

@@ -9,7 +9,6 @@ import (
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
-	"github.com/syncd/syncd/watermark"
 )
 
 // tableReader is the page reader of a table copy: keyset pages of the
@@ -148,15 +147,12 @@ func (r *runner) prepare(ctx context.Context, src *source.Reader) error {
 	}
 	var err error
 	st := r.st
-	if st.Schema == nil && len(r.recordedColumns) > 0 {
+	if st.Schema == nil {
 		// A state file without the source's schema (lost, or new): the
 		// sink's record knows the columns the copy follows, so a column
 		// the source gained since is followed (added and backfilled), not
 		// taken for a copy made by hand.
-		st.Schema = &watermark.Schema{}
-		for _, col := range r.recordedColumns {
-			st.Schema.Columns = append(st.Schema.Columns, watermark.SchemaColumn{Name: col.Name, Type: col.Type, Num: col.Num})
-		}
+		st.Schema = RecordedSchema(r.recordedColumns)
 	}
 	if r.res.SchemaChanges, err = followSchema(ctx, r.o, st, src, dst, r.log); err != nil {
 		return err

@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -53,5 +54,36 @@ INSERT INTO h_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	// Filled once: the next run changes nothing and says nothing of it.
 	if r := run(); r.Code != 0 || strings.Contains(r.Stderr, "added by hand") {
 		t.Fatalf("the run after the fill: %s", r)
+	}
+}
+
+// The state file lost, then a column added to the source with a default:
+// run --once follows it from the sink's record of the copy's columns (adds
+// it and fills the 200 rows the copy holds) and exits 0; the copy equals
+// the source. Before, the run refused the copy ("add it as integer"), and
+// the column added by hand as told stayed NULL in every row, exit 0.
+func TestLostStateFileThenColumnAddedIsFollowed(t *testing.T) {
+	db := pgtest.NewDB(t)
+	db.Exec(t, `
+CREATE TABLE ls_src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text NOT NULL);
+INSERT INTO ls_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' || i FROM generate_series(1, 200) i`)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "ls.yaml", tableConfig{Name: "ls", SourceDSN: db.URL, Table: "public.ls_src", Cursor: "[updated_at, id]",
+		SinkDSN: db.URL, SinkTable: "public.ls_copy", PageSize: 50}.YAML())
+	state := filepath.Join(dir, "state.db")
+	run := func() result { t.Helper(); return syncd(t, nil, "run", "--once", "--config", cfg, "--state", state) }
+	if r := run(); r.Code != 0 {
+		t.Fatalf("first run: %s", r)
+	}
+	if err := os.Remove(state); err != nil {
+		t.Fatal(err)
+	}
+	db.Exec(t, `ALTER TABLE ls_src ADD COLUMN tier integer NOT NULL DEFAULT 7`)
+	if r := run(); r.Code != 0 {
+		t.Fatalf("run with the state file lost, after the add: %s", r)
+	}
+	cols := []string{"id", "updated_at", "name", "tier"}
+	if src, dst := schemaRows(t, db.Pool, "ls_src", cols), schemaRows(t, db.Pool, "ls_copy", cols); len(src) != 200 || !slices.Equal(src, dst) {
+		t.Fatalf("copy differs from the source on %v: %d source rows, %d copy rows", cols, len(src), len(dst))
 	}
 }
