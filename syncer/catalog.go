@@ -209,6 +209,22 @@ func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog
 		rec.Source.Columns = id.Columns
 		return catalog.Update(ctx, conn, *rec, false)
 	}
+	if r.st.Cursor == nil && repair != nil {
+		// No watermark to repair the copy up to (a resync from the start
+		// or from a time, a load to come): the pages re-read the source,
+		// but rows the copy holds that the new table lacks would stay. A
+		// copy that holds rows keeps the old identity in the record, so
+		// that the next run, which has a watermark, compares and repairs.
+		holds, err := copyHolds(ctx, conn, r.c)
+		if err != nil {
+			return err
+		}
+		if holds {
+			r.log.Warn("the source table is not the one the copy was made from, and there is no watermark to compare the copy up to yet; the next run compares and repairs it",
+				"table", src.Table.Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
+			return nil
+		}
+	}
 	if r.st.Cursor != nil && repair != nil {
 		what := "its heap was rewritten or emptied (TRUNCATE, VACUUM FULL, CLUSTER, pg_repack, a rewriting ALTER TABLE) or a partition was attached or detached"
 		if old.OID != id.OID {

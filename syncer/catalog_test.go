@@ -338,3 +338,28 @@ func TestLostStateFileStillFollowsAColumnAddedToTheSource(t *testing.T) {
 	}
 	e.assertSame(t, "orders", "t.*")
 }
+
+// The source table emptied and filled again with part of its rows
+// (TRUNCATE), then the state file resynced from the start: the run that
+// re-reads the source has no watermark to repair the copy up to, so it
+// keeps the table's old identity in the sink's record, and the next run
+// (which has one) compares and repairs: the rows the TRUNCATE took away
+// leave the copy. Before, the record took the new heap at once, and they
+// stayed for good, every run exiting 0.
+func TestTruncatedSourceThenResyncFromStartIsRepaired(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 400)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	e.src.Exec(t, "BEGIN; CREATE TEMP TABLE kept AS SELECT * FROM orders WHERE id % 4 <> 0; TRUNCATE orders; INSERT INTO orders SELECT * FROM kept; COMMIT")
+	if err := e.store.Update("test", func(st *watermark.State) error {
+		st.Cursor, st.From, st.ResyncedAt = nil, "", time.Now().UTC()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, c, syncer.Options{})
+	e.run(t, c, syncer.Options{})
+	e.assertSame(t, "orders", "t.*")
+}
