@@ -76,7 +76,7 @@ func describeRecord(rec catalog.Record, st watermark.State, stateErr error) stri
 	switch {
 	case stateErr != nil:
 		s += "; state file: " + oneLine(stateErr.Error())
-	case !st.ResyncedAt.IsZero() && st.ResyncedAt.Truncate(time.Microsecond).After(rec.ResyncedAt):
+	case stateCur == nil && !st.ResyncedAt.IsZero() && !st.ResyncedAt.Truncate(time.Microsecond).Equal(rec.ResyncedAt):
 		s += "; state file: resynced at " + st.ResyncedAt.UTC().Format("2006-01-02T15:04:05Z") + " (the next run moves the sink's record with it)"
 	case stateCur == nil && st.From != "":
 		s += "; state file: resync from " + st.From

@@ -169,21 +169,25 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 	return false, nil
 }
 
-// resyncedSince reports whether the state file was resynced since rec
-// last followed a resync. A resync older than the one the record followed
-// (a state file restored from a backup, or another host's state file) is
-// not: following it would undo the later one, and skip the rows that one
-// re-reads.
+// resyncedSince reports whether the state file holds a resync that rec
+// has not followed (see resyncPending).
 func (r *runner) resyncedSince(rec catalog.Record) bool {
-	return resyncPending(r.st.ResyncedAt, rec.ResyncedAt)
+	return resyncPending(r.st.Cursor, r.st.ResyncedAt, rec.ResyncedAt)
 }
 
-// resyncPending reports whether a state file resynced at stateAt holds a
-// resync that the record, which last followed the one at recordAt, has
-// not followed yet.
-func resyncPending(stateAt, recordAt time.Time) bool {
+// resyncPending reports whether a state file at cursor, resynced at
+// stateAt, holds a resync that the sink's record, which last followed the
+// one at recordAt, has not followed: one the state file still sits at (no
+// cursor: a page moves it on), other than the record's. A state file that
+// moved past its resync had it followed, by a run against this sink or
+// against the one a restore took back: following it again would move the
+// record to the state file's position and skip the rows the copy lacks
+// (a state file restored from a backup after an older resync, or a sink
+// restored from a backup taken before the resync). The clocks of the
+// hosts that resynced are not compared.
+func resyncPending(cursor []string, stateAt, recordAt time.Time) bool {
 	at := stateAt.Truncate(time.Microsecond)
-	return !at.IsZero() && at.After(recordAt)
+	return cursor == nil && !at.IsZero() && !at.Equal(recordAt)
 }
 
 // rewritten compares the source table with the one the copy was made

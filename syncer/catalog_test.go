@@ -363,3 +363,29 @@ func TestTruncatedSourceThenResyncFromStartIsRepaired(t *testing.T) {
 	e.run(t, c, syncer.Options{})
 	e.assertSame(t, "orders", "t.*")
 }
+
+// A sink restored from a backup taken before a resync that the state file
+// has since followed and moved past: the state file's resync is not one
+// to follow again (its pages moved it on), so the sink's record, which the
+// restore took back, wins and the rows the restore took away are read
+// again. Before, the resync looked new to the restored record, which took
+// the state file's position, and those rows were never copied again.
+func TestRestoredSinkOlderThanAFollowedResyncResumesFromItsOwnPoint(t *testing.T) {
+	e := newEnv(t)
+	e.src.Exec(t, ordersDDL)
+	seedOrders(t, e, 1, 300)
+	c := e.config(t, "public.orders", 100, "")
+	e.run(t, c, syncer.Options{})
+	e.dst.Exec(t, "CREATE TABLE backup_copy AS TABLE copy; CREATE TABLE backup_rec AS TABLE syncd.copies")
+	seedOrders(t, e, 301, 200)
+	if err := e.store.Update("test", func(st *watermark.State) error {
+		st.Cursor, st.From, st.ResyncedAt = nil, "", time.Now().UTC()
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.run(t, c, syncer.Options{}) // follows the resync, re-reads all 500
+	e.dst.Exec(t, "TRUNCATE copy; INSERT INTO copy TABLE backup_copy; TRUNCATE syncd.copies; INSERT INTO syncd.copies TABLE backup_rec")
+	e.run(t, c, syncer.Options{})
+	e.assertSame(t, "orders", "t.*")
+}
