@@ -7,7 +7,7 @@ IMAGE ?= syncd:$(VERSION)
 PREFIX ?= /usr/local
 DESTDIR ?=
 
-.PHONY: help build test lint demo clean docker install bench-bound mutations bench-reconcile fuzz soak reliability bench bench-quick bench-micro
+.PHONY: help build test test-race test-race-all lint demo clean docker install bench-bound mutations bench-reconcile fuzz soak reliability bench bench-quick bench-micro
 
 help: ## list the targets
 	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -17,6 +17,14 @@ build: ## build bin/syncd
 
 test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, default 127.0.0.1:5432)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+RACE_PKGS := ./syncer/ ./daemon/ ./sink/ ./source/ ./catalog/ ./watermark/ ./runlock/ ./metrics/ ./internal/pgutil/ ./cli/ ./ops/
+
+test-race: ## the race detector over the concurrent packages (pipelined pages, first-load workers, the scheduler, the admin server), the binary they drive built with -race too
+	SYNCD_TEST_RACE=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
+
+test-race-all: ## the race detector over the whole tree (slow: about 3x make test)
+	SYNCD_TEST_RACE=1 $(GO) test -race -count=1 -timeout 60m $(PKGS)
 
 bench-bound: ## measure the lag a 60 s read-only transaction causes under each source.bound (about 4 minutes)
 	SYNCD_BENCH_BOUND=1 $(GO) test -count=1 -timeout 15m -run TestMeasureBoundCost -v ./syncer/

@@ -13,6 +13,9 @@ import (
 // Build compiles cmd/syncd (with the given build tags) into a temporary
 // folder and returns the binary's path and a function that removes it. On
 // failure it prints the compiler's output and exits the test process.
+// With SYNCD_TEST_RACE set (make test-race) the binary is built with the
+// race detector too, and a race in it makes it exit 66 with the report on
+// stderr, which fails the test that ran it.
 func Build(tags ...string) (path string, cleanup func()) {
 	path, cleanup, err := BuildE(tags...)
 	if err != nil {
@@ -31,6 +34,9 @@ func BuildE(tags ...string) (path string, cleanup func(), err error) {
 	}
 	path = filepath.Join(dir, "syncd")
 	args := []string{"build", "-o", path}
+	if os.Getenv("SYNCD_TEST_RACE") != "" {
+		args = append(args, "-race")
+	}
 	for _, t := range tags {
 		args = append(args, "-tags", t)
 	}
