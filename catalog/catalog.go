@@ -180,6 +180,9 @@ func version(ctx context.Context, conn *pgx.Conn) (int, error) {
 	if errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000") {
 		return 0, errNoCatalog
 	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, fmt.Errorf("syncd's catalog in the sink has no version (the row of syncd.catalog_version was deleted): restore it with INSERT INTO syncd.catalog_version (version) VALUES (%d)", Version)
+	}
 	if err != nil {
 		return 0, fmt.Errorf("read the syncd catalog's version: %w", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -59,6 +60,12 @@ func TestNewerCatalogRefused(t *testing.T) {
 	db.Exec(t, "UPDATE syncd.catalog_version SET version = 99")
 	if err := catalog.Ensure(context.Background(), conn); !errors.Is(err, catalog.ErrNewer) {
 		t.Fatalf("Ensure on a newer catalog: %v, want ErrNewer", err)
+	}
+	// A catalog whose version row was deleted names the statement that
+	// restores it.
+	db.Exec(t, "DELETE FROM syncd.catalog_version")
+	if err := catalog.Ensure(context.Background(), conn); err == nil || !strings.Contains(err.Error(), "INSERT INTO syncd.catalog_version (version) VALUES (1)") {
+		t.Fatalf("Ensure on a catalog without its version: %v", err)
 	}
 }
 
