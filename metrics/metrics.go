@@ -168,6 +168,7 @@ func (m *Metrics) AddSource(name string, t Totals) {
 	for _, o := range []string{OutcomeOK, OutcomeFailed, OutcomeSkipped, OutcomeStopped} {
 		m.runs.WithLabelValues(name, o)
 	}
+	m.zeroSeries(name)
 }
 
 // RemoveSource deletes every series of a source that left the config.
