@@ -47,6 +47,7 @@ type Metrics struct {
 	fresh    *ageCollector // now minus caughtUp
 	outside  *outside
 	*extra
+	index *indexSeries
 }
 
 // New makes the series and registers them on reg.
@@ -140,6 +141,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.reconcileDiffs, m.rowAge, m.caughtUp, m.fresh, build)
 	m.extra = newExtra(reg)
 	m.outside = newOutside(reg)
+	m.index = newIndexSeries(reg)
 	return m
 }
 
@@ -185,6 +187,7 @@ func (m *Metrics) RemoveSource(name string) {
 	m.rowAge.remove(name)
 	m.fresh.remove(name)
 	m.outside.remove(l)
+	m.index.indexMissing.DeletePartialMatch(l)
 }
 
 // Page records one committed page: rows read, written and deleted;
