@@ -182,6 +182,7 @@ func PrintStatus(env *Env, st ops.Status, asJSON bool) error {
 				s.Name, f.ChunksDone, f.Chunks, f.Rows, f.Started, f.Runs)
 		}
 	}
+	printSkipped(env, st)
 	return nil
 }
 

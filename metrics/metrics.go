@@ -47,7 +47,8 @@ type Metrics struct {
 	fresh    *ageCollector // now minus caughtUp
 	outside  *outside
 	*extra
-	index *indexSeries
+	index   *indexSeries
+	pattern *patternSeries
 }
 
 // New makes the series and registers them on reg.
@@ -142,6 +143,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 	m.extra = newExtra(reg)
 	m.outside = newOutside(reg)
 	m.index = newIndexSeries(reg)
+	m.pattern = newPatternSeries(reg)
 	return m
 }
 
