@@ -44,6 +44,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	// Pattern sources become a source per matched table; a table that
 	// cannot be synced is reported and skipped, and the run exits 1 after
 	// syncing the others.
+	raw := cfgs
 	cfgs, skipped, err := expand(ctx, cfgs, *name)
 	if err != nil {
 		return err
@@ -73,6 +74,9 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	defer store.Close()
+	if err := recordMatches(store, raw, *name, skipped); err != nil {
+		return err
+	}
 	// A stored watermark that does not decode, or was computed for other
 	// settings, stops the run before any source is touched, with the
 	// resync that replaces it.

@@ -103,12 +103,12 @@ func reportSkipped(env *Env, cmd string, skipped []source.Skipped) {
 // with a config error.
 func skippedBy(cfg *config.Config, err error) source.Skipped {
 	t := cfg.Source.Ident
-	reason := err.Error()
+	reason, code := err.Error(), source.SkipOther
 	var fe *config.FieldError
 	if errors.As(err, &fe) {
-		reason = fe.Key + ": " + fe.Msg
+		reason, code = fe.Key+": "+fe.Msg, source.SkipCode(fe.Key, fe.Msg)
 	}
-	return source.Skipped{Name: cfg.Name, Table: t, Reason: reason}
+	return source.Skipped{Name: cfg.Name, Table: t, Reason: reason, Code: code}
 }
 
 // openStateReadOnly opens an existing state file for reading; a missing one

@@ -178,6 +178,7 @@ func printStatus(env *Env, st ops.Status, format string) error {
 				s.Name, f.ChunksDone, f.Chunks, f.Rows, f.Started, f.Runs)
 		}
 	}
+	printSkipped(env, st)
 	return nil
 }
 

@@ -160,13 +160,12 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		if lt != "" {
 			warnings = append(warnings, lt)
 		}
-		pc, err := src.CheckPlan(ctx)
+		iw, err := src.IndexWarning(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		if pc.Sorts {
-			warnings = append(warnings, fmt.Sprintf("the page query sorts the whole table on every page (plan: %s); create an index on (%s) and ANALYZE %s",
-				strings.Join(pc.Nodes, " > "), strings.Join(cfg.Source.Cursor, ", "), src.Table.Ident))
+		if iw != "" {
+			warnings = append(warnings, iw)
 		}
 	}
 	if k.OpenSink != nil { // a table copy: the copy's columns, key and constraints

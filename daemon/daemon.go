@@ -466,6 +466,7 @@ func (d *daemon) add(c *config.Config) {
 	d.m.AddSource(c.Name, metrics.Totals{Read: st.TotalRead, Written: st.TotalWritten, Deleted: st.TotalDeleted})
 	d.m.CaughtUp(c.Name, st.CaughtUp)
 	d.m.ReconcileClean(c.Name, st.LastCleanReconcile)
+	seedMetrics(d.m, c, st)
 	if len(st.Cursor) > 0 {
 		if t, ok := pgutil.ParseTime(st.Cursor[0]); ok {
 			d.m.SetWatermark(c.Name, t)

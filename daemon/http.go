@@ -106,6 +106,11 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 	st, err := ops.BuildStatus(d.o.Store, d.configs())
 	st.WithRunning(d.running())
+	if err == nil {
+		// Every pattern source's skipped tables, those of a pattern
+		// that syncs no table too.
+		st.Skipped, err = ops.SkippedTables(d.o.Store, d.patternNames())
+	}
 	if err != nil {
 		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
 		return

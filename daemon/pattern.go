@@ -3,11 +3,15 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/ops"
+	syncsource "github.com/syncd/syncd/source"
+	"github.com/syncd/syncd/watermark"
 )
 
 // patternMetrics are the series of pattern sources, labelled by the
@@ -45,8 +49,11 @@ type pattern struct {
 	entry   entryID
 	members map[string]bool   // names of the sources it made
 	skipped map[string]string // table source name -> reason last logged
-	empty   bool              // the last match found no table (logged once)
-	log     *slog.Logger
+	// recorded is the skipped list last written to the state file (nil:
+	// none written by this process yet).
+	recorded []watermark.SkippedTable
+	empty    bool // the last match found no table (logged once)
+	log      *slog.Logger
 }
 
 // addPattern schedules a pattern source and matches it now, in the
@@ -97,6 +104,7 @@ func (d *daemon) removePattern(name string) {
 	d.apply(p, nil)
 	d.pm.tables.DeletePartialMatch(prometheus.Labels{"source": name})
 	d.pm.failed.DeletePartialMatch(prometheus.Labels{"source": name})
+	d.m.RemovePattern(name)
 }
 
 // replacePattern gives a pattern source a changed config and matches it again.
@@ -159,13 +167,16 @@ func (d *daemon) expand(name string) {
 		reasons[s.Name] = s.String()
 	}
 	d.mu.Lock()
-	for n := range next {
+	for n, m := range next {
 		if s, taken := d.sources[n]; taken && s.config().Pattern != name {
-			reasons[n] = "source " + n + " skipped: the name is already used by another source; rename one or exclude the table in source.exclude"
+			why := "the name is already used by another source; rename one or exclude the table in source.exclude"
+			reasons[n] = "source " + n + " skipped: " + why
+			skipped = append(skipped, syncsource.Skipped{Name: n, Table: m.Source.Ident, Reason: why, Code: syncsource.SkipNameTaken})
 			delete(next, n)
 		}
 	}
 	d.mu.Unlock()
+	d.recordSkipped(p, skipped)
 	// A table's reason is logged when it first appears or changes, not at
 	// every tick; status and validate show it meanwhile.
 	for n, r := range reasons {
@@ -222,4 +233,38 @@ func (d *daemon) apply(p *pattern, next map[string]*config.Config) {
 	sort.Strings(changed)
 	sort.Strings(removed)
 	p.log.Info("pattern source matched", "table", p.cfg.Source.Table, "added", added, "changed", changed, "removed", removed, "tables", len(p.members))
+}
+
+// recordSkipped shows the tables a match of pattern p skipped as the
+// series syncd_pattern_table_skipped and records them in the state file
+// for status (when they changed, or first in this process: a tick that
+// finds the same tables writes nothing).
+func (d *daemon) recordSkipped(p *pattern, skipped []syncsource.Skipped) {
+	name := p.cfg.Name
+	list := ops.Skipped(skipped)
+	reasons := map[string]string{}
+	for _, s := range list {
+		reasons[s.Table] = s.Reason
+	}
+	d.m.PatternSkipped(name, reasons)
+	if p.recorded != nil && slices.Equal(p.recorded, list) {
+		return
+	}
+	if err := ops.RecordMatch(d.o.Store, name, time.Now(), list); err != nil {
+		p.log.Error("the tables the pattern skips are not recorded in the state file; status may show an older list", "err", err)
+		return
+	}
+	p.recorded = list
+}
+
+// patternNames lists the pattern sources, sorted.
+func (d *daemon) patternNames() []string {
+	d.pmu.Lock()
+	defer d.pmu.Unlock()
+	out := make([]string, 0, len(d.patterns))
+	for n := range d.patterns {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -75,10 +75,15 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 			t.Errorf("runs_total %s = %v, want 0", o, v)
 		}
 	}
-	for k := range m {
-		if strings.HasPrefix(k, "syncd_errors_total") {
-			t.Errorf("unexpected error series %s", k)
+	// Every kind's error series exists from the start, at 0 (so that
+	// increase() shows a kind's first error).
+	for k, v := range m {
+		if strings.HasPrefix(k, "syncd_errors_total") && v != 0 {
+			t.Errorf("unexpected error: %s = %v", k, v)
 		}
+	}
+	if _, ok := m[`syncd_errors_total{kind="connection",source="orders"}`]; !ok {
+		t.Errorf("syncd_errors_total{kind=\"connection\"} does not exist before the first connection error")
 	}
 	last := m[`syncd_last_success_timestamp_seconds{source="orders"}`]
 	if last < float64(started.Unix()) || last > float64(scraped.Unix()+1) {

@@ -303,6 +303,9 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)
 		s.d.m.CaughtUp(name, res.CaughtUp)
+		if ci := res.CursorIndex; ci != nil {
+			s.d.m.CursorIndexMissing(name, ci.Name == "")
+		}
 		for _, ch := range res.SchemaChanges {
 			s.d.m.SchemaChange(name, ch)
 		}

@@ -103,6 +103,7 @@ func TestAlertRules(t *testing.T) {
 		"failing runs":            "syncd_source_failed",
 		"divergence by reconcile": "syncd_reconcile_differences",
 		"a bound held back":       "syncd_read_bound_held_back_seconds",
+		"a table a pattern skips": "syncd_pattern_table_skipped",
 	} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no alert rule for %s (%s)", what, want)
@@ -246,6 +247,8 @@ func exportedNames(t *testing.T) map[string]bool {
 	m.ReconcileClean("s", time.Now())
 	m.Bound("s", time.Now(), time.Second, 1)
 	m.Campaign("s", 1, 1, 0, 0)
+	m.CursorIndexMissing("s", true)
+	m.PatternSkipped("p", map[string]string{"public.events": "no_cursor_column"})
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -47,6 +47,8 @@ type Metrics struct {
 	fresh    *ageCollector // now minus caughtUp
 	outside  *outside
 	*extra
+	index   *indexSeries
+	pattern *patternSeries
 }
 
 // New makes the series and registers them on reg.
@@ -140,6 +142,8 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.reconcileDiffs, m.rowAge, m.caughtUp, m.fresh, build)
 	m.extra = newExtra(reg)
 	m.outside = newOutside(reg)
+	m.index = newIndexSeries(reg)
+	m.pattern = newPatternSeries(reg)
 	return m
 }
 
@@ -168,6 +172,7 @@ func (m *Metrics) AddSource(name string, t Totals) {
 	for _, o := range []string{OutcomeOK, OutcomeFailed, OutcomeSkipped, OutcomeStopped} {
 		m.runs.WithLabelValues(name, o)
 	}
+	m.zeroSeries(name)
 }
 
 // RemoveSource deletes every series of a source that left the config.
@@ -184,6 +189,7 @@ func (m *Metrics) RemoveSource(name string) {
 	m.rowAge.remove(name)
 	m.fresh.remove(name)
 	m.outside.remove(l)
+	m.index.indexMissing.DeletePartialMatch(l)
 }
 
 // Page records one committed page: rows read, written and deleted;

@@ -30,6 +30,7 @@ func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 	m.Bound("orders", time.Now().Add(-3*time.Second), 3*time.Second, 4242)
 	m.Campaign("orders", 10, 9, 1, 0)
 	m.Outside("orders", 3, 2)
+	m.CursorIndexMissing("orders", true)
 
 	problems, err := promlint.NewWithMetricFamilies(gather(t, reg)).Lint()
 	if err != nil {
@@ -54,7 +55,7 @@ func TestNamesFollowConventionsAndRemoveSourceCleansUp(t *testing.T) {
 		"syncd_reconcile_duration_seconds", "syncd_reconcile_differences", "syncd_build_info",
 		"syncd_reconcile_rows_compared_total", "syncd_reconcile_rows_fetched_total", "syncd_read_bound_timestamp_seconds",
 		"syncd_read_bound_held_back_seconds", "syncd_read_bound_holder_pid", "syncd_campaign_grants",
-		"syncd_rows_null_cursor", "syncd_rows_ahead_of_clock",
+		"syncd_rows_null_cursor", "syncd_rows_ahead_of_clock", "syncd_cursor_index_missing",
 	} {
 		if !names[want] {
 			t.Errorf("series %s missing", want)

@@ -113,6 +113,9 @@ func firstLoadStatus(f *watermark.FirstLoad) *FirstLoadStatus {
 type Status struct {
 	State   string         `json:"state"`
 	Sources []SourceStatus `json:"sources"`
+	// Skipped are the tables pattern sources matched but do not sync, with
+	// the reason, as their last match recorded them.
+	Skipped []SkippedTable `json:"skipped_tables,omitempty"`
 }
 
 // BuildStatus reads the stored state of every configured source.
@@ -153,7 +156,9 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
 		}
 	}
-	return out, nil
+	skipped, err := SkippedTables(store, PatternsOf(cfgs))
+	out.Skipped = skipped
+	return out, err
 }
 
 // withBound adds the freshness, the newest row's age and the last run's

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+
 	"github.com/syncd/syncd/internal/sourceerr"
 
 	"github.com/jackc/pgx/v5"
@@ -16,6 +18,32 @@ type Skipped struct {
 	Name   string // the source name it would have (NAME.TABLE)
 	Table  config.Table
 	Reason string
+	// Code is the reason as one of the Skip* values (the label "reason"
+	// of syncd_pattern_table_skipped).
+	Code string
+}
+
+// Why a pattern source skips a table: a small fixed set, for the metric
+// syncd_pattern_table_skipped and status.
+const (
+	SkipNoCursorColumn  = "no_cursor_column"  // a source.cursor column is not in the table
+	SkipCursorNotUsable = "cursor_not_usable" // a cursor column of a type syncd cannot page by, or no unique last column
+	SkipNoPrimaryKey    = "no_primary_key"    // no primary key and no sink.key
+	SkipCopyName        = "copy_name"         // it has the name of another matched table's copy
+	SkipNameTaken       = "name_taken"        // its source name is another source's (daemon)
+	SkipOther           = "other"             // any other config problem of the table (the message says)
+)
+
+// SkipCode classifies a config problem (a config.FieldError's key and
+// message) that makes a pattern skip a table.
+func SkipCode(key, msg string) string {
+	switch {
+	case key == "source.cursor" && strings.Contains(msg, "does not exist"):
+		return SkipNoCursorColumn
+	case key == "source.cursor":
+		return SkipCursorNotUsable
+	}
+	return SkipOther
 }
 
 func (s Skipped) String() string {
@@ -64,11 +92,11 @@ ORDER BY c.relname`, pattern.Schema)
 		if !c.Match(t) {
 			continue
 		}
-		skip := func(reason string) {
-			skipped = append(skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Reason: reason})
+		skip := func(code, reason string) {
+			skipped = append(skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Reason: reason, Code: code})
 		}
 		if orig, ok := copyOf[t.String()]; ok {
-			skip(fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table))
+			skip(SkipCopyName, fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table))
 			continue
 		}
 		key, err := primaryKey(ctx, conn, t)
@@ -77,7 +105,11 @@ ORDER BY c.relname`, pattern.Schema)
 		}
 		m, err := c.ForTable(t, key)
 		if err != nil {
-			skip(err.Error())
+			code := SkipOther
+			if len(key) == 0 && len(c.Sink.Key) == 0 {
+				code = SkipNoPrimaryKey
+			}
+			skip(code, err.Error())
 			continue
 		}
 		if _, err := Describe(ctx, conn, m); err != nil {
@@ -85,7 +117,7 @@ ORDER BY c.relname`, pattern.Schema)
 			if !errors.As(err, &fe) {
 				return nil, nil, &sourceerr.SourceError{Source: m.Name, Err: err}
 			}
-			skip(fe.Key + ": " + fe.Msg)
+			skip(SkipCode(fe.Key, fe.Msg), fe.Key+": "+fe.Msg)
 			continue
 		}
 		out = append(out, m)

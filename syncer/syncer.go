@@ -120,6 +120,9 @@ type Result struct {
 	// SchemaChanges lists the kinds of the source schema changes the run
 	// found before reading (followed, or refused when err says so).
 	SchemaChanges []string
+	// CursorIndex is what the catalog said about the index the page query
+	// walks (nil: not read, as for a campaign or a run that failed first).
+	CursorIndex *source.CursorIndex
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.

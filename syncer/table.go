@@ -92,6 +92,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err := CheckSequence(r.c, src.Table, r.st, bound); err != nil {
 		return false, err
 	}
+	r.checkIndex(ctx, src)
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
 		return false, err
 	}

@@ -21,6 +21,7 @@ func TestColumnAddedByHandIsFilled(t *testing.T) {
 	db := pgtest.NewDB(t)
 	db.Exec(t, `
 CREATE TABLE h_src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text NOT NULL);
+CREATE INDEX ON h_src (updated_at, id); -- else the run also warns of the missing cursor index
 INSERT INTO h_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' || i FROM generate_series(1, 200) i`)
 	dir := t.TempDir()
 	cfg := writeFile(t, dir, "h.yaml", tableConfig{Name: "h", SourceDSN: db.URL, Table: "public.h_src", Cursor: "[updated_at, id]",

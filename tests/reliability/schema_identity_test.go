@@ -16,6 +16,7 @@ func identityCopy(t *testing.T, db *pgtest.DB, extra string) (cfg, state string)
 	t.Helper()
 	db.Exec(t, `
 CREATE TABLE i_src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, a text NOT NULL, b text NOT NULL, v integer NOT NULL, name varchar(50) NOT NULL);
+CREATE INDEX ON i_src (updated_at, id); -- else the run also warns of the missing cursor index
 INSERT INTO i_src SELECT i, now() - interval '1 hour' + i * interval '1 ms', 'a' || i, 'b' || i, i, 'n' || i FROM generate_series(1, 1000) i`)
 	dir := t.TempDir()
 	cfg = writeFile(t, dir, "i.yaml", tableConfig{Name: "i", SourceDSN: db.URL, Table: "public.i_src", Cursor: "[updated_at, id]",

@@ -1,0 +1,190 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
+)
+
+// CursorIndex is what the catalog says about an index that lets the page
+// query walk the table in cursor order instead of sorting it.
+type CursorIndex struct {
+	// Name is a usable index ("" when there is none): a valid btree index
+	// whose leading key columns are the cursor columns in order, all
+	// ascending or all descending, with the columns' collations, and
+	// without a predicate unless it reads as source.where.
+	Name string
+	// Analyzed is false when the table has no planner statistics (never
+	// ANALYZEd, or empty when it was): the planner's choice then proves
+	// nothing about the index.
+	Analyzed bool
+}
+
+// CreateIndex is the statement that creates the index the cursor needs.
+func (r *Reader) CreateIndex() string {
+	cols := make([]string, len(r.Table.Cursor))
+	for i, c := range r.Table.Cursor {
+		cols[i] = c.Name
+	}
+	sql := "CREATE INDEX ON " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " (" + pgutil.IdentList("", cols) + ")"
+	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
+		sql += " WHERE " + w
+	}
+	return sql
+}
+
+// CheckCursorIndex reads from the catalog whether the table has an index
+// the page query can walk in cursor order. It does not ask the planner:
+// on a table that was never ANALYZEd the planner sorts even when such an
+// index exists.
+func (r *Reader) CheckCursorIndex(ctx context.Context) (CursorIndex, error) {
+	t := r.Table.Ident
+	table := pgutil.Qualified(t.Schema, t.Name)
+	fail := func(err error) (CursorIndex, error) {
+		return CursorIndex{}, fmt.Errorf("read the indexes of %s: %w", t, err)
+	}
+	names := make([]string, len(r.Table.Cursor))
+	for i, c := range r.Table.Cursor {
+		names[i] = c.Name
+	}
+	// The cursor columns' attnums and collations, in cursor order.
+	rows, err := r.conn.Query(ctx, `
+SELECT a.attnum, a.attcollation::int8
+FROM unnest($2::text[]) WITH ORDINALITY n(name, ord)
+JOIN pg_attribute a ON a.attrelid = $1::regclass AND a.attname = n.name AND NOT a.attisdropped
+ORDER BY n.ord`, table, names)
+	if err != nil {
+		return fail(err)
+	}
+	type col struct {
+		Num  int16
+		Coll int64
+	}
+	cols, err := pgx.CollectRows(rows, pgx.RowToStructByPos[col])
+	if err != nil {
+		return fail(err)
+	}
+	if len(cols) != len(names) {
+		return fail(fmt.Errorf("found %d of the cursor columns %v", len(cols), names))
+	}
+	rows, err = r.conn.Query(ctx, `
+SELECT i.indexrelid::regclass::text, am.amname, i.indnkeyatts::int,
+       i.indkey::text, i.indoption::text, i.indcollation::text,
+       coalesce(pg_get_expr(i.indpred, i.indrelid), '')
+FROM pg_index i
+JOIN pg_class ic ON ic.oid = i.indexrelid
+JOIN pg_am am ON am.oid = ic.relam
+WHERE i.indrelid = $1::regclass AND i.indisvalid AND i.indisready AND i.indislive
+ORDER BY i.indpred IS NOT NULL, ic.relname`, table)
+	if err != nil {
+		return fail(err)
+	}
+	type index struct {
+		Name, AM   string
+		KeyAtts    int
+		Key, Opt   string
+		Coll, Pred string
+	}
+	idxs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[index])
+	if err != nil {
+		return fail(err)
+	}
+	var out CursorIndex
+	for _, ix := range idxs {
+		if ix.AM != "btree" || ix.KeyAtts < len(cols) {
+			continue
+		}
+		key, opt, coll := strings.Fields(ix.Key), strings.Fields(ix.Opt), strings.Fields(ix.Coll)
+		if len(key) < len(cols) || len(opt) < len(cols) || len(coll) < len(cols) {
+			continue
+		}
+		ok := true
+		for i, c := range cols {
+			// indoption 0 is ASC NULLS LAST, the order of ORDER BY c; 3
+			// (DESC NULLS FIRST) on every column is read backwards.
+			if key[i] != strconv.Itoa(int(c.Num)) || opt[i] != opt[0] || opt[0] != "0" && opt[0] != "3" ||
+				coll[i] != strconv.FormatInt(c.Coll, 10) {
+				ok = false
+				break
+			}
+		}
+		if ok && (ix.Pred == "" || samePredicate(ix.Pred, r.cfg.Source.Where)) {
+			out.Name = ix.Name
+			break
+		}
+	}
+	if err := r.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stats WHERE schemaname = $1 AND tablename = $2)`,
+		t.Schema, t.Name).Scan(&out.Analyzed); err != nil {
+		return fail(err)
+	}
+	return out, nil
+}
+
+var (
+	// castRE matches a cast as PostgreSQL prints one, multi-word type
+	// names included ("::timestamp with time zone", "::character varying").
+	castRE  = regexp.MustCompile(`::\s*("[^"]+"|[a-z_][a-z0-9_.]*)(\s+(with|without)\s+time\s+zone|\s+varying|\s+precision)?(\[\])?`)
+	spaceRE = regexp.MustCompile(`[\s()]+`)
+)
+
+// samePredicate says whether a partial index's predicate, as PostgreSQL
+// prints it, reads as source.where: equal once case, spaces, parentheses
+// and casts are set aside. A predicate that only implies the filter is not
+// recognised (validate's EXPLAIN still shows whether the planner uses it).
+func samePredicate(pred, where string) bool {
+	norm := func(s string) string {
+		s = strings.ToLower(strings.NewReplacer("(", " ", ")", " ").Replace(s))
+		s = castRE.ReplaceAllString(s, "")
+		return spaceRE.ReplaceAllString(s, "")
+	}
+	return strings.TrimSpace(where) != "" && norm(pred) == norm(where)
+}
+
+// smallTable is the size in bytes under which a sorting plan is not worth
+// advice: 16 pages of 8 kB.
+const smallTable = 16 * 8192
+
+// IndexWarning is validate's advice about the page query's index ("" when
+// none is needed): create the index when the catalog has none in cursor
+// order; run ANALYZE when one exists but the planner, with statistics,
+// still sorts. A table without statistics gets no advice (its first
+// ANALYZE, autovacuum's or anyone's, lets the planner find the index), nor
+// does a table smaller than 16 pages, which the planner rightly sorts.
+func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
+	ci, err := r.CheckCursorIndex(ctx)
+	if err != nil {
+		return "", err
+	}
+	cols := make([]string, len(r.Table.Cursor))
+	for i, c := range r.Table.Cursor {
+		cols[i] = c.Name
+	}
+	if ci.Name == "" {
+		return fmt.Sprintf("the page query sorts the whole table on every page: no index of %s has the cursor columns (%s) first; create an index on (%s): %s",
+			r.Table.Ident, strings.Join(cols, ", "), strings.Join(cols, ", "), r.CreateIndex()), nil
+	}
+	if !ci.Analyzed {
+		return "", nil
+	}
+	// A table of a few pages is sorted in no time, and the planner rightly
+	// prefers it: no advice.
+	var small bool
+	if err := r.conn.QueryRow(ctx, `SELECT relkind <> 'p' AND pg_relation_size(oid) < $2 FROM pg_class WHERE oid = $1::regclass`,
+		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name), smallTable).Scan(&small); err != nil {
+		return "", fmt.Errorf("read the size of %s: %w", r.Table.Ident, err)
+	}
+	if small {
+		return "", nil
+	}
+	pc, err := r.CheckPlan(ctx)
+	if err != nil || !pc.Sorts {
+		return "", err
+	}
+	return fmt.Sprintf("the page query sorts the whole table on every page (plan: %s) although index %s has the cursor columns first: the planner's statistics of %s are out of date; run ANALYZE %s",
+		strings.Join(pc.Nodes, " > "), ci.Name, r.Table.Ident, pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)), nil
+}

@@ -1,0 +1,37 @@
+package syncer
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/syncd/syncd/source"
+)
+
+// indexWarned holds the sources whose missing cursor index this process
+// has logged: the warning is said once per process and table, the metric
+// syncd_cursor_index_missing says it for as long as it lasts.
+var indexWarned sync.Map
+
+// checkIndex reads from the catalog whether the source table has an index
+// in cursor order, records it in the result and, the first time this
+// process finds it missing, logs a warning: without it every page reads
+// and sorts the whole table. A catalog that cannot be read is only noted:
+// the run does not depend on it.
+func (r *runner) checkIndex(ctx context.Context, src *source.Reader) {
+	ci, err := src.CheckCursorIndex(ctx)
+	if err != nil {
+		r.log.Debug("cursor index not checked", "err", err)
+		return
+	}
+	r.res.CursorIndex = &ci
+	if ci.Name != "" {
+		indexWarned.Delete(r.c.Name) // dropped again later: said again
+		return
+	}
+	if _, said := indexWarned.LoadOrStore(r.c.Name, true); said {
+		return
+	}
+	r.log.Warn("no index has the cursor columns first: every page reads and sorts the whole table; create the index (said once; syncd_cursor_index_missing stays 1 meanwhile)",
+		"table", src.Table.Ident.String(), "cursor", strings.Join(r.c.Source.Cursor, ", "), "create", src.CreateIndex())
+}
