@@ -101,7 +101,11 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 		fmt.Fprintf(env.Stdout, "%s: pattern %s matches %d tables to sync: %s\n", p.Name, p.Source.Table, len(names), strings.Join(names, ", "))
 		for _, s := range skipped {
 			if strings.HasPrefix(s.Name, p.Name+".") {
-				fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", s.Name, oneLine(s.Reason))
+				hint := ""
+				if p.Mode == config.ModeCursor && (s.Code == source.SkipNoCursorColumn || s.Code == source.SkipCursorNotUsable) {
+					hint = " (or set mode: auto to sync it in compare mode, docs/PATTERNS.md)"
+				}
+				fmt.Fprintf(env.Stdout, "%s: skipped: %s%s\n", s.Name, oneLine(s.Reason), hint)
 			}
 		}
 	}

@@ -72,6 +72,8 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		log = slog.Default()
 	}
 	log = log.With("source", cfg.Name)
+	// A source in compare mode has no cursor: it is compared whole.
+	o.WholeTable = o.WholeTable || cfg.Compare()
 	var st watermark.State
 	if states != nil && !o.WholeTable {
 		var err error

@@ -127,13 +127,7 @@ ORDER BY c.relname`, pattern.Schema)
 					continue
 				}
 			}
-			reason := fe.Key + ": " + fe.Msg
-			if code == SkipNoCursorColumn || code == SkipCursorNotUsable {
-				if c.Mode == config.ModeCursor {
-					reason += "; or set mode: auto to sync it by comparing the whole table each run"
-				}
-			}
-			skip(code, reason)
+			skip(code, fe.Key+": "+fe.Msg)
 			continue
 		}
 		out = append(out, m)

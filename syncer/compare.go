@@ -93,7 +93,7 @@ func (r *runner) compare(ctx context.Context) error {
 	r.res.Written = cr.Inserted + cr.Updated
 	r.res.Deleted = cr.Deleted
 	if r.o.OnPage != nil {
-		r.o.OnPage(PageStats{Rows: cr.Compared, Written: r.res.Written, Deleted: r.res.Deleted})
+		r.o.OnPage(PageStats{Rows: cr.CompareRead(), Written: r.res.Written, Deleted: r.res.Deleted})
 	}
 	if cr.Remaining == 0 {
 		r.res.CaughtUp = began.UTC()

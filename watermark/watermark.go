@@ -155,12 +155,14 @@ type CompareResult struct {
 	Remaining int64 `json:"remaining,omitempty"`
 }
 
-// CompareRead is the rows r compared (0 for nil), counted as read.
+// CompareRead is what a run in compare mode counts as rows read (0 for
+// nil): the source rows it compared and the copy's rows it deleted, so
+// that read minus written minus deleted is the rows already equal.
 func (r *CompareResult) CompareRead() int64 {
 	if r == nil {
 		return 0
 	}
-	return r.Compared
+	return r.Compared + r.Deleted
 }
 
 // FirstLoad is the progress of a first load: the copy was empty and had no

@@ -6,8 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -140,7 +142,7 @@ sink:
 	// Today's behaviour without mode: the table is skipped, with the hint.
 	cfg := writeConfig(t, dir, "shop.yaml", body)
 	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code == 0 || !strings.Contains(r.stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log; or set mode: auto`) {
+	if r.code == 0 || !strings.Contains(r.stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log (or set mode: auto to sync it in compare mode`) {
 		t.Fatalf("validate without mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
@@ -175,5 +177,49 @@ sink:
 	}
 	if st := readState(t, state, "shop.orders"); st.Mode != "" || st.Cursor == nil {
 		t.Fatalf("shop.orders is not a cursor source: mode %q, cursor %v", st.Mode, st.Cursor)
+	}
+}
+
+// The daemon runs a source in compare mode on its schedule: each run's
+// inserts, updates and deletes are counted by the same series as a cursor
+// run's (syncd_rows_written_total, syncd_rows_deleted_total); reconcile
+// compares the whole table, and resync is refused (exit 2).
+func TestCompareModeDaemon(t *testing.T) {
+	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+	src.Exec(t, `CREATE TABLE codes (id int PRIMARY KEY, code text NOT NULL, label text)`)
+	src.Exec(t, `INSERT INTO codes SELECT g, 'c' || g, 'label ' || g FROM generate_series(1, 300) g`)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "codes.yaml", "schedule: \"@every 1s\"\n"+fmt.Sprintf(compareConfig, src.URL, dst.URL))
+	state := filepath.Join(dir, "state.db")
+	addr := testutil.FreeAddr(t)
+	d := bin.Start(t, nil, "run", "--config", cfg, "--state", state, "--listen", addr)
+	counter := func(name string) float64 {
+		mfs, err := tryScrape(addr)
+		if err != nil {
+			return -1
+		}
+		v, _ := sample(mfs, name, map[string]string{"source": "codes"})
+		return v
+	}
+	waitFor(t, 30*time.Second, "the first run's 300 rows written", func() bool { return counter("syncd_rows_written_total") == 300 })
+	src.Exec(t, `UPDATE codes SET label = NULL WHERE id = 5`)
+	src.Exec(t, `DELETE FROM codes WHERE id IN (1, 2)`)
+	waitFor(t, 30*time.Second, "1 row written and 2 deleted", func() bool {
+		return counter("syncd_rows_deleted_total") == 2 && counter("syncd_rows_written_total") == 301
+	})
+	d.WaitLog(t, 30*time.Second, "run done", "source", "codes", "mode", "compare", "written", 0, "deleted", 0)
+	if r := d.Stop(t, 20*time.Second); r.Code != 0 {
+		t.Fatalf("daemon exit after SIGTERM: %s", r)
+	}
+	sameRows(t, src, dst, "codes")
+
+	env := []string{"SYNCD_STATE=" + state}
+	r := syncd(t, env, "reconcile", "--config", cfg, "--source", "codes")
+	if r.code != 0 {
+		t.Fatalf("reconcile of a compare-mode source: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = syncd(t, env, "resync", "--config", cfg, "--source", "codes", "--from-start")
+	if r.code != 2 || !strings.Contains(r.stderr, "is in compare mode") {
+		t.Fatalf("resync of a compare-mode source: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
