@@ -75,7 +75,8 @@ func (r *runner) compare(ctx context.Context) error {
 		return err
 	}
 	r.o.phase(PhaseCompare)
-	rep, err := reconcile.Run(ctx, &c, nil, reconcile.Options{Repair: true, WholeTable: true, Logger: r.log})
+	// reconcile names the source in its log lines itself.
+	rep, err := reconcile.Run(ctx, &c, nil, reconcile.Options{Repair: true, WholeTable: true, Logger: r.o.Logger})
 	if err != nil {
 		return fmt.Errorf("compare %s with its copy %s: %w", c.Source.Ident, c.Sink.Ident, err)
 	}
