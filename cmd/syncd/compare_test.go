@@ -95,6 +95,20 @@ func TestCompareModePlainSource(t *testing.T) {
 		t.Fatalf("state: last_rows %d, total_written %d, total_deleted %d, cursor %v", st.LastRows, st.TotalWritten, st.TotalDeleted, st.Cursor)
 	}
 
+	// The sink's catalog keeps one writer per copy, as for a cursor run:
+	// another source (here in another state file) writing the same copy
+	// is refused (exit 2) and writes nothing.
+	other := writeConfig(t, t.TempDir(), "other.yaml", strings.Replace(fmt.Sprintf(compareConfig, src.URL, dst.URL), "name: codes", "name: others", 1))
+	src.Exec(t, `DELETE FROM codes WHERE id = 43`)
+	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(t.TempDir(), "other.db")}, "run", "--once", "--config", other)
+	if r.code != 2 || !strings.Contains(r.stderr, "the copy public.codes_copy is written by source codes") {
+		t.Fatalf("a second writer of the copy in compare mode: exit %d, want 2\n%s", r.code, r.stderr)
+	}
+	if n := count(t, dst, "SELECT count(*) FROM codes_copy WHERE id = 43"); n != 1 {
+		t.Fatal("the refused second writer wrote to the copy")
+	}
+	src.Exec(t, `INSERT INTO codes VALUES (43, 'c43', 'label 43')`)
+
 	r = syncd(t, env, "status", "--json", "--config", cfg)
 	var out struct {
 		Sources []struct {
