@@ -164,6 +164,9 @@ func printStatus(env *Env, st ops.Status, format string) error {
 				s.Name, s.BoundHolderPID, s.BoundHolderApp, s.BoundHolderSince, durationText(secondsDuration(s.HeldBackSeconds)))
 		}
 		printOutside(env, s)
+		if c := s.LastCompare; c != nil {
+			fmt.Fprintf(env.Stdout, "%s: compare mode: the last run compared %d rows and wrote %d inserted, %d updated, %d deleted\n", s.Name, c.Compared, c.Inserted, c.Updated, c.Deleted)
+		}
 		if len(s.DroppedColumns) > 0 {
 			fmt.Fprintf(env.Stdout, "%s: column %s dropped from the source; the copy keeps it; rows inserted since have NULL there, rows updated since keep their last value\n",
 				s.Name, strings.Join(s.DroppedColumns, ", "))

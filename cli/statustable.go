@@ -9,6 +9,7 @@ import (
 
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
+	"github.com/syncd/syncd/watermark"
 )
 
 // The formats of status -o.
@@ -52,6 +53,8 @@ func statusTable(w io.Writer, st ops.Status, wide bool, now time.Time) error {
 	for _, s := range st.Sources {
 		wm := s.Watermark
 		switch {
+		case s.Mode == watermark.ModeCompare:
+			wm = "compare mode" // no watermark: each run compares the whole table
 		case wm == "" && s.ResyncFrom != "":
 			wm = "from " + s.ResyncFrom
 		case wm == "":

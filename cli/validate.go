@@ -64,6 +64,15 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		if record != "" {
 			fmt.Fprintf(env.Stdout, "%s: %s\n", cfg.Name, record)
 		}
+		if cfg.Compare() {
+			why := ""
+			if cfg.CompareWhy != "" {
+				why = "no usable cursor (" + strings.TrimSuffix(cfg.CompareWhy, ".") + "); "
+			}
+			fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, compare mode: %seach run compares the whole table by key %s and repairs the differences, %d warnings)\n",
+				cfg.Name, table.Ident, len(table.Columns), why, strings.Join(cfg.Sink.Key, ", "), len(warnings))
+			continue
+		}
 		fmt.Fprintf(env.Stdout, "%s: ok (%s, %d columns, cursor %s, %d warnings)\n", cfg.Name, table.Ident, len(table.Columns), strings.Join(cfg.Source.Cursor, ", "), len(warnings))
 	}
 	if len(skipped) > 0 {
@@ -82,13 +91,21 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 		var names []string
 		for _, c := range cfgs {
 			if c.Pattern == p.Name {
-				names = append(names, c.Name)
+				n := c.Name
+				if c.Compare() {
+					n += " (compare mode)"
+				}
+				names = append(names, n)
 			}
 		}
 		fmt.Fprintf(env.Stdout, "%s: pattern %s matches %d tables to sync: %s\n", p.Name, p.Source.Table, len(names), strings.Join(names, ", "))
 		for _, s := range skipped {
 			if strings.HasPrefix(s.Name, p.Name+".") {
-				fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", s.Name, oneLine(s.Reason))
+				hint := ""
+				if p.Mode == config.ModeCursor && (s.Code == source.SkipNoCursorColumn || s.Code == source.SkipCursorNotUsable) {
+					hint = " (or set mode: auto to sync it in compare mode, docs/PATTERNS.md)"
+				}
+				fmt.Fprintf(env.Stdout, "%s: skipped: %s%s\n", s.Name, oneLine(s.Reason), hint)
 			}
 		}
 	}
@@ -109,11 +126,18 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		derr error
 		wg   sync.WaitGroup
 	)
-	if kerr == nil && k.OpenSink != nil {
-		wg.Go(func() { dst, derr = sink.OpenPostgres(ctx, cfg) })
+	openSink := func() { dst, derr = sink.OpenPostgres(ctx, cfg) }
+	compare := cfg.Compare()
+	if kerr == nil && k.OpenSink != nil && !compare {
+		wg.Go(openSink)
 	}
 	src, err := source.Open(ctx, cfg)
 	wg.Wait()
+	if err == nil && kerr == nil && k.OpenSink != nil && compare {
+		// In compare mode the source settles sink.key (its primary key
+		// when the file gives none) before the sink is opened with it.
+		openSink()
+	}
 	if dst != nil {
 		defer dst.Close(context.WithoutCancel(ctx))
 	}
@@ -133,7 +157,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		}
 		return warnings, src.Table, nil
 	}
-	if plan {
+	if plan && !compare { // what a cursor run reads: nothing of it in compare mode
 		out, err := src.CountOutside(ctx)
 		if err != nil {
 			return nil, nil, err

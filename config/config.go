@@ -33,6 +33,21 @@ const (
 	BoundOff     = "off"          // no bound: rely on lookback alone
 )
 
+// Sync modes (mode).
+const (
+	// ModeCursor reads the rows changed since the watermark by
+	// source.cursor (the default).
+	ModeCursor = "cursor"
+	// ModeCompare needs no cursor: each run compares the whole source
+	// table with its copy by checksummed key ranges (package reconcile)
+	// and writes only the differences, hard deletes included.
+	ModeCompare = "compare"
+	// ModeAuto, for a pattern source: each matched table that has the
+	// cursor columns is read by the cursor, and one that lacks a usable
+	// cursor but has a key is synced by ModeCompare instead of skipped.
+	ModeAuto = "auto"
+)
+
 // Schema change policies (schema_changes).
 const (
 	SchemaEvolve = "evolve" // follow safe changes in the copy
@@ -50,9 +65,15 @@ type Config struct {
 	Pattern string `yaml:"-"`
 	// noSecrets: loaded with Options.NoSecrets, the DSNs are as written.
 	noSecrets bool
+	// CompareWhy, on a source a pattern with mode auto made for a table
+	// without a usable cursor, says why that table is in compare mode.
+	CompareWhy string `yaml:"-"`
 
-	Name      string     `yaml:"name"`
-	Schedule  string     `yaml:"schedule"`
+	Name     string `yaml:"name"`
+	Schedule string `yaml:"schedule"`
+	// Mode is how a run finds what to write: ModeCursor (default),
+	// ModeCompare, or for a pattern source ModeAuto.
+	Mode      string     `yaml:"mode"`
 	Source    Source     `yaml:"source"`
 	Sink      Sink       `yaml:"sink"`
 	Reconcile *Reconcile `yaml:"reconcile"`
@@ -60,6 +81,10 @@ type Config struct {
 	// longer match the copy's: SchemaEvolve or SchemaFail.
 	SchemaChanges string `yaml:"schema_changes"`
 }
+
+// Compare reports whether c's runs compare the whole table instead of
+// reading by a cursor (mode: compare).
+func (c *Config) Compare() bool { return c.Mode == ModeCompare }
 
 // Source is the table syncd reads from.
 type Source struct {

@@ -98,6 +98,9 @@ func (c *Config) ForTable(t Table, key []string) (*Config, error) {
 	if !nameRE.MatchString(n.Name) {
 		return nil, fmt.Errorf("its source name %q would not be a valid name (letters, digits, '.', '_' and '-' only, at most 128); exclude it in source.exclude", n.Name)
 	}
+	if n.Mode == ModeAuto {
+		n.Mode = ModeCursor // Expand turns a table without a usable cursor to ModeCompare (AsCompare)
+	}
 	n.Source.Cursor = slices.Clone(c.Source.Cursor)
 	n.Source.Columns = slices.Clone(c.Source.Columns)
 	n.Sink.Key = slices.Clone(c.Sink.Key)
@@ -115,6 +118,17 @@ func (c *Config) ForTable(t Table, key []string) (*Config, error) {
 		}
 	}
 	return n, nil
+}
+
+// AsCompare returns the source c (made by ForTable) in compare mode: no
+// cursor, no lookback; why says why it is not read by the cursor.
+func (c *Config) AsCompare(why string) *Config {
+	n := *c
+	n.Mode = ModeCompare
+	n.CompareWhy = why
+	n.Source.Cursor = nil
+	n.Source.Lookback = Duration{}
+	return &n
 }
 
 // checkPattern checks source.table, source.exclude and sink.table for

@@ -79,8 +79,11 @@ func (c *Config) defaults() {
 	if c.SchemaChanges == "" {
 		c.SchemaChanges = SchemaEvolve
 	}
+	if c.Mode == "" {
+		c.Mode = ModeCursor
+	}
 	s := &c.Source
-	if _, ok := c.Lines["source.lookback"]; !ok {
+	if _, ok := c.Lines["source.lookback"]; !ok && c.Mode != ModeCompare {
 		s.Lookback = Duration{DefaultLookback}
 	}
 	if _, ok := c.Lines["source.page_size"]; !ok && s.PageSize == 0 {
@@ -119,6 +122,9 @@ func (c *Config) check() error {
 	default:
 		return c.Errorf("schema_changes", "%q: use %s or %s", c.SchemaChanges, SchemaEvolve, SchemaFail)
 	}
+	if err := c.checkMode(); err != nil {
+		return err
+	}
 	if err := c.checkSource(); err != nil {
 		return err
 	}
@@ -143,7 +149,7 @@ func (c *Config) checkSource() error {
 		return c.Errorf("source.table", "%v", err)
 	}
 	s.Ident = t
-	if len(s.Cursor) == 0 {
+	if len(s.Cursor) == 0 && c.Mode != ModeCompare {
 		return c.Errorf("source.cursor", "missing; list the ordering columns ending with a unique one, for example [updated_at, id]")
 	}
 	if err := c.names("source.cursor", s.Cursor); err != nil {
@@ -180,6 +186,32 @@ func (c *Config) checkSource() error {
 		return c.Errorf("source.bound", "%q: use %s, %s or %s", s.Bound, BoundAll, BoundWriters, BoundOff)
 	}
 	return c.checkFirstLoad()
+}
+
+// checkMode checks mode against the keys it changes the meaning of: a
+// source in compare mode reads no cursor, so it takes neither
+// source.cursor nor source.lookback; auto is for pattern sources.
+func (c *Config) checkMode() error {
+	switch c.Mode {
+	case ModeCursor:
+	case ModeCompare:
+		if len(c.Source.Cursor) > 0 {
+			return c.Errorf("source.cursor", "mode: compare reads no cursor (each run compares the whole table); remove source.cursor, or use mode: cursor")
+		}
+		if _, set := c.Lines["source.lookback"]; set {
+			return c.Errorf("source.lookback", "mode: compare reads no cursor, so there is nothing to look back from; remove source.lookback")
+		}
+		if c.Sink.Type == SinkCouponGrants {
+			return c.Errorf("mode", "a coupon_grants sink grants by its frozen target set; remove mode: compare")
+		}
+	case ModeAuto:
+		if !strings.Contains(c.Source.Table, "*") {
+			return c.Errorf("mode", "auto is for a pattern source.table (such as public.*): it picks a mode per table; for one table use mode: cursor or mode: compare")
+		}
+	default:
+		return c.Errorf("mode", "%q: use %s, %s or (for a pattern source) %s", c.Mode, ModeCursor, ModeCompare, ModeAuto)
+	}
+	return nil
 }
 
 // checkFirstLoad fills and checks source.first_load.
@@ -230,7 +262,8 @@ func (c *Config) checkSink() error {
 	case SinkPostgres:
 		// A pattern source without sink.key is keyed by each matched
 		// table's primary key (ForTable).
-		if len(k.Key) == 0 && !c.IsPattern() {
+		// So is a source in compare mode (source.KeyOf, when it opens).
+		if len(k.Key) == 0 && !c.IsPattern() && !c.Compare() {
 			k.Key = []string{c.Source.Cursor[len(c.Source.Cursor)-1]}
 		}
 		if len(c.Source.Columns) > 0 {

@@ -82,6 +82,11 @@ type SourceStatus struct {
 	// FirstLoad is the progress of a parallel first load that has not
 	// finished (nil: none going); the next run resumes it.
 	FirstLoad *FirstLoadStatus `json:"first_load,omitempty"`
+	// Mode is "compare" for a source whose runs compare the whole table
+	// (mode: compare; no watermark), "cursor" otherwise; LastCompare is
+	// what its last run compared and wrote.
+	Mode        string                   `json:"mode"`
+	LastCompare *watermark.CompareResult `json:"last_compare,omitempty"`
 }
 
 // FirstLoadStatus is how far an unfinished first load got: its chunks
@@ -149,6 +154,9 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 			RowsNullCursor:   s.NullCursorRows,
 			RowsAheadOfClock: s.AheadOfClockRows,
 		}))
+		if c.Compare() {
+			out.Sources[len(out.Sources)-1].Mode = config.ModeCompare // before its first run
+		}
 		// Without the DSNs (status loads none) the sink's database is
 		// unknown here: CheckIdentity compares every other setting, and
 		// the next run checks them all.
@@ -188,6 +196,10 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 	out.BoundHolderSince = TimeText(s.BoundHolderSince)
 	out.DroppedColumns, out.Backfill, out.LastBackfill = s.Dropped, s.Backfill, s.LastBackfill
 	out.FirstLoad = firstLoadStatus(s.FirstLoad)
+	out.Mode, out.LastCompare = config.ModeCursor, s.LastCompare
+	if s.Mode == watermark.ModeCompare {
+		out.Mode = config.ModeCompare
+	}
 	return out
 }
 

@@ -27,6 +27,10 @@ type Options struct {
 	Logger *slog.Logger
 	// LeafRows overrides DefaultLeafRows (tests).
 	LeafRows int
+	// WholeTable compares every row in source.where, whatever the
+	// watermark (none is read): the run of a source in compare mode,
+	// which has no cursor.
+	WholeTable bool
 }
 
 // StateReader reads a source's watermark; *watermark.Store is one.
@@ -68,8 +72,10 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		log = slog.Default()
 	}
 	log = log.With("source", cfg.Name)
+	// A source in compare mode has no cursor: it is compared whole.
+	o.WholeTable = o.WholeTable || cfg.Compare()
 	var st watermark.State
-	if states != nil {
+	if states != nil && !o.WholeTable {
 		var err error
 		if st, _, err = states.Get(cfg.Name); err != nil {
 			return nil, err
@@ -111,7 +117,7 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		return nil, &sourceerr.ResyncNeeded{Source: cfg.Name,
 			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table.Cursor))}
 	}
-	cov, err := newCoverage(ctx, cfg, src, st)
+	cov, err := newCoverage(ctx, cfg, src, st, o.WholeTable)
 	if err != nil {
 		return nil, err
 	}

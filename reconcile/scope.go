@@ -50,11 +50,17 @@ type coverage struct {
 	ahead       string
 	boundary    string
 	noWatermark bool
+	// whole: every row in scope is compared, whatever the watermark
+	// (Options.WholeTable).
+	whole bool
 }
 
 // compared is the condition on the source rows that reconcile compares:
 // synced, or with a NULL cursor, or ahead of the clock.
 func (cv *coverage) compared() string {
+	if cv.whole {
+		return "" // every row
+	}
 	parts := []string{cv.null}
 	if cv.synced != "" {
 		parts = append(parts, cv.synced)
@@ -66,10 +72,16 @@ func (cv *coverage) compared() string {
 }
 
 // newCoverage builds the conditions for cfg's source at watermark st; the
-// line past the clock is read from the source now.
-func newCoverage(ctx context.Context, cfg *config.Config, src *source.Reader, st watermark.State) (*coverage, error) {
+// line past the clock is read from the source now. whole compares every
+// row instead (Options.WholeTable): no cursor, no watermark.
+func newCoverage(ctx context.Context, cfg *config.Config, src *source.Reader, st watermark.State, whole bool) (*coverage, error) {
 	t := src.Table
 	cv := &coverage{where: strings.TrimSpace(cfg.Source.Where), scope: sourceScope(cfg, t)}
+	if whole {
+		cv.whole = true
+		cv.boundary = "every row of the table"
+		return cv, nil
+	}
 	nulls := make([]string, len(t.Cursor))
 	for i, col := range t.Cursor {
 		nulls[i] = pgutil.Ident(col.Name) + " IS NULL"
@@ -144,6 +156,9 @@ func syncedPredicate(cfg *config.Config, t *source.Table, st watermark.State) (s
 // index scan of those rows.
 func (c *comparer) countCoverage(ctx context.Context) error {
 	cv := c.cov
+	if cv.whole {
+		return nil // nothing is left out
+	}
 	ahead, past := orFalse(cv.ahead), orTrue(cv.past)
 	q := "SELECT count(*) FILTER (WHERE (" + orTrue(c.src.scope) + ") AND (" + cv.null + ")), " +
 		"count(*) FILTER (WHERE (" + orTrue(c.src.scope) + ") AND NOT (" + cv.null + ") AND (" + ahead + ")), " +

@@ -19,6 +19,9 @@ import (
 // once the source corrects the stamp, the corrected row replaces it.
 func (s *Postgres) notNewer(stored, incoming string) string {
 	cur := s.cfg.Source.Cursor
+	if len(cur) == 0 {
+		return "true" // mode: compare: the source's row is always the one to keep
+	}
 	cond := "(" + pgutil.IdentList(stored, cur) + ") <= (" + pgutil.IdentList(incoming, cur) + ") IS NOT FALSE"
 	if s.temporalCursor() {
 		cond += fmt.Sprintf(" OR %s%s > now() + interval '%d microseconds'", stored, pgutil.Ident(cur[0]), source.ClockAllowance.Microseconds())

@@ -392,7 +392,7 @@ func (s *Postgres) build() {
 	}
 	target := s.qualified()
 	sel := "SELECT " + list + " FROM pg_temp.syncd_stage"
-	if !slices.Contains(s.cfg.Sink.Key, s.cfg.Source.Cursor[len(s.cfg.Source.Cursor)-1]) {
+	if cur := s.cfg.Source.Cursor; len(cur) > 0 && !slices.Contains(s.cfg.Sink.Key, cur[len(cur)-1]) {
 		// The key is not the unique tie-breaker: keep the newest row per key so
 		// ON CONFLICT never meets the same key twice in one statement.
 		sel = "SELECT DISTINCT ON (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") " + list +

@@ -116,6 +116,16 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 	if slices.Contains(t.CursorIdx, -1) {
 		return nil, c.Errorf("source.columns", "every cursor column must be selected")
 	}
+	if c.Compare() && len(c.Sink.Key) == 0 {
+		key, err := PrimaryKey(ctx, conn, ident)
+		if err != nil {
+			return nil, err
+		}
+		if len(key) == 0 {
+			return nil, c.Errorf("sink.key", "mode: compare matches the copy's rows to the source's by key, and %s has no primary key; give sink.key (NOT NULL columns that identify a row), or add a primary key", ident)
+		}
+		c.Sink.Key = key
+	}
 	for _, n := range c.Sink.Key {
 		if _, ok := byName[n]; !ok {
 			return nil, c.Errorf("sink.key", "column %q does not exist in source table %s", n, ident)
@@ -125,6 +135,19 @@ func Describe(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Table, er
 		if _, ok := byName[d]; !ok {
 			return nil, c.Errorf("source.deleted_column", "column %q does not exist in %s", d, ident)
 		}
+	}
+	if len(t.Cursor) == 0 {
+		// mode: compare reads no cursor: the key is all it needs.
+		if err := checkKeyNotNull(c, ident, byName); err != nil {
+			return nil, err
+		}
+		if t.Types, err = userTypes(ctx, conn, t.Columns); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", ident, err)
+		}
+		if t.Checks, err = tableChecks(ctx, conn, ident.Schema, ident.Name); err != nil {
+			return nil, fmt.Errorf("describe %s: %w", ident, err)
+		}
+		return t, nil
 	}
 	t.Temporal = temporalTypes[baseType(t.Cursor[0].Type)]
 	if !t.Temporal && c.Source.Lookback.Duration > 0 {

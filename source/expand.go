@@ -99,7 +99,7 @@ ORDER BY c.relname`, pattern.Schema)
 			skip(SkipCopyName, fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table))
 			continue
 		}
-		key, err := primaryKey(ctx, conn, t)
+		key, err := PrimaryKey(ctx, conn, t)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -117,7 +117,17 @@ ORDER BY c.relname`, pattern.Schema)
 			if !errors.As(err, &fe) {
 				return nil, nil, &sourceerr.SourceError{Source: m.Name, Err: err}
 			}
-			skip(SkipCode(fe.Key, fe.Msg), fe.Key+": "+fe.Msg)
+			code := SkipCode(fe.Key, fe.Msg)
+			if c.Mode == config.ModeAuto && (code == SkipNoCursorColumn || code == SkipCursorNotUsable) {
+				// mode: auto syncs a table without a usable cursor by
+				// comparing it whole, when a key identifies its rows.
+				cm := m.AsCompare(fe.Msg)
+				if _, err := Describe(ctx, conn, cm); err == nil {
+					out = append(out, cm)
+					continue
+				}
+			}
+			skip(code, fe.Key+": "+fe.Msg)
 			continue
 		}
 		out = append(out, m)
@@ -125,8 +135,8 @@ ORDER BY c.relname`, pattern.Schema)
 	return out, skipped, nil
 }
 
-// primaryKey returns the primary key columns of t in key order, or nil.
-func primaryKey(ctx context.Context, conn *pgx.Conn, t config.Table) ([]string, error) {
+// PrimaryKey returns the primary key columns of t in key order, or nil.
+func PrimaryKey(ctx context.Context, conn *pgx.Conn, t config.Table) ([]string, error) {
 	rows, err := conn.Query(ctx, `
 SELECT a.attname
 FROM pg_index i

@@ -61,8 +61,10 @@ func IdentityOf(c *config.Config) watermark.Identity {
 // identity. A coupon campaign with a new sink.campaign is a new campaign
 // and is not refused either. The error is a config error (exit 2) naming
 // the keys that changed, the state file and the command that resets it.
+//
+// A source in compare mode resumes from nothing: it is never refused.
 func CheckIdentity(c *config.Config, st watermark.State, statePath string) error {
-	if st.Identity == nil || !hasWatermark(st) {
+	if st.Identity == nil || !hasWatermark(st) || c.Compare() {
 		return nil
 	}
 	cur := IdentityOf(c)

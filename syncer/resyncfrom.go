@@ -21,7 +21,13 @@ var ErrFromFuture = errors.New("resync time is in the future")
 // the next run would start there and every row written until then would
 // never be copied. The clock is now() on the source; when the source cannot
 // be reached it is the local clock, and the message says which.
+//
+// A source in compare mode has no watermark to move: it is refused, as a
+// config error.
 func CheckFrom(ctx context.Context, c *config.Config, from time.Time) error {
+	if c.Compare() {
+		return c.Errorf("mode", "source %s is in compare mode: it has no watermark, and each run compares the whole table and repairs the copy, so resync does not apply", c.Name)
+	}
 	if from.IsZero() {
 		return nil
 	}

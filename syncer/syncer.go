@@ -123,6 +123,9 @@ type Result struct {
 	// CursorIndex is what the catalog said about the index the page query
 	// walks (nil: not read, as for a campaign or a run that failed first).
 	CursorIndex *source.CursorIndex
+	// Compare is what a run in compare mode compared and wrote (nil for
+	// a cursor run); Written and Deleted hold its sums as well.
+	Compare *watermark.CompareResult
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
@@ -175,6 +178,18 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		if status == "ok" {
 			st.LastSuccess = time.Now().UTC()
 		}
+		st.Mode = ""
+		if c.Compare() {
+			// No watermark: each run compares the whole table.
+			st.Mode, st.LastCompare = watermark.ModeCompare, res.Compare
+			if err == nil {
+				st.Cursor, st.From, st.LookbackBound = nil, "", ""
+			}
+			st.TotalRead += res.Compare.CompareRead()
+			st.TotalRows += res.Rows
+			st.TotalWritten += res.Written
+			st.TotalDeleted += res.Deleted
+		}
 		if err == nil && res.CaughtUp.After(st.CaughtUp) {
 			st.CaughtUp = res.CaughtUp
 		}
@@ -189,6 +204,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	})
 	if err == nil && rerr != nil {
 		err = rerr
+	}
+	if cr := res.Compare; cr != nil {
+		log = log.With("mode", watermark.ModeCompare, "compared", cr.Compared, "inserted", cr.Inserted, "updated", cr.Updated)
 	}
 	attrs := []any{"pages", res.Pages, "rows", res.Rows, "written", res.Written, "deleted", res.Deleted,
 		"rows_null_cursor", res.NullCursorRows, "rows_ahead_of_clock", res.AheadOfClockRows, "outside_written", res.OutsideWritten, "duration", time.Since(started).Round(time.Millisecond).String()}
@@ -247,6 +265,10 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 		}
 	}()
 	o.phase(PhaseOpen)
+	if r.c.Compare() {
+		err = r.compare(ctx)
+		return r.res, err
+	}
 	read, err := r.open(ctx)
 	if err != nil {
 		return r.result(), err

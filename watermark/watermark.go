@@ -129,9 +129,40 @@ type State struct {
 	// Dropped lists the copy's columns that the source no longer has: the
 	// copy keeps them, and rows written since get NULL there.
 	Dropped []string `json:"dropped,omitempty"`
+	// Mode is ModeCompare when the last run compared the whole table
+	// (mode: compare) instead of reading by a cursor; "" for a cursor run.
+	Mode string `json:"mode,omitempty"`
+	// LastCompare is what the last run in compare mode found and wrote.
+	LastCompare *CompareResult `json:"last_compare,omitempty"`
 	// FirstLoad, while set, is a parallel first load of an empty copy that
 	// has not finished: the next run resumes it (see syncer/firstload.go).
 	FirstLoad *FirstLoad `json:"first_load,omitempty"`
+}
+
+// ModeCompare is State.Mode of a source whose runs compare the whole table.
+const ModeCompare = "compare"
+
+// CompareResult is what one run in compare mode did: the source rows it
+// compared and the rows it inserted into, updated in and deleted from the
+// copy to make it equal.
+type CompareResult struct {
+	Compared int64 `json:"compared"`
+	Inserted int64 `json:"inserted"`
+	Updated  int64 `json:"updated"`
+	Deleted  int64 `json:"deleted"`
+	// Remaining counts the differences the check after the repair still
+	// found (rows the source changed meanwhile): the next run repairs them.
+	Remaining int64 `json:"remaining,omitempty"`
+}
+
+// CompareRead is what a run in compare mode counts as rows read (0 for
+// nil): the source rows it compared and the copy's rows it deleted, so
+// that read minus written minus deleted is the rows already equal.
+func (r *CompareResult) CompareRead() int64 {
+	if r == nil {
+		return 0
+	}
+	return r.Compared + r.Deleted
 }
 
 // FirstLoad is the progress of a first load: the copy was empty and had no

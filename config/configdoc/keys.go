@@ -84,7 +84,7 @@ var docs = map[string]doc{
 		Example: `["*_old", "tmp_*", schema_migrations]`,
 	},
 	"source.cursor": {
-		Required: "yes",
+		Required: "yes, unless `mode: compare`",
 		Text: "The ordering columns; the last must be unique in the source (a primary key or unique index on it): it breaks ties between equal timestamps, so a page boundary never falls inside a tie. Pages are read with `WHERE (updated_at, id) > ($1, $2) ORDER BY updated_at, id LIMIT n`; index the columns in this order.\n\n" +
 			"Types: timestamptz, timestamp, date, integers, numeric, text, varchar, uuid. The first column must be one the read bound can make commit-safe: a date or timestamp, or an integer filled by an identity column or a `nextval()` default of a sequence with `CACHE 1` (a `bigserial`). Any other first column (text, uuid, numeric, an integer the application fills) is refused (exit 2) unless `source.bound: off`.\n\n" +
 			"Cursor columns should be `NOT NULL`: rows with a NULL cursor value, and rows whose first cursor column lies more than a minute past the source's clock (`infinity`, a wrong year), are out of the cursor's reach; each run copies them in an extra pass and reports them ([WATERMARK.md](WATERMARK.md#rows-the-cursor-cannot-reach)).",
@@ -101,7 +101,7 @@ var docs = map[string]doc{
 	},
 	"source.lookback": {
 		Default:     dur(config.DefaultLookback),
-		DefaultText: "`5s` (`0s` for a `coupon_grants` sink, which refuses any other value)",
+		DefaultText: "`5s` (`0s` for a `coupon_grants` sink or `mode: compare`, which refuse any other value)",
 		Text:        "How far behind the watermark each run reads again, for application clocks that run behind the database; re-read rows are upserted again, which changes nothing. Only for a date or timestamp first cursor column. With a bound that sees every writer, only as far back as `lookback` before the last run's bound, so an idle run reads nothing ([WATERMARK.md](WATERMARK.md)).",
 		Example:     "5s",
 	},
@@ -177,7 +177,7 @@ var docs = map[string]doc{
 		Example:  "public.customers_copy",
 	},
 	"sink.key": {
-		DefaultText: "the last cursor column; for a pattern source, each table's primary key; for `coupon_grants`, the cursor",
+		DefaultText: "the last cursor column; for a pattern source or `mode: compare`, the table's primary key; for `coupon_grants`, the cursor",
 		Text:        "The upsert key: `INSERT ... ON CONFLICT (key) DO UPDATE`. The copy needs a unique index on it. Its columns must be `NOT NULL` in the source table and in the copy (a unique index allows any number of NULLs): otherwise `validate` and `run` exit 2, also when the column holds no NULL today.",
 		Example:     "[id]",
 	},
@@ -229,6 +229,12 @@ var docs = map[string]doc{
 		Default: "false",
 		Text:    "Let the scheduled reconcile repair what it finds (as `syncd reconcile --repair`).",
 		Example: "true",
+	},
+	"mode": {
+		Default: config.ModeCursor,
+		Enum:    []string{config.ModeCursor, config.ModeCompare, config.ModeAuto},
+		Text:    "How a run finds what to write. `cursor` reads the rows changed since the watermark by `source.cursor`. `compare` needs no cursor (a lookup table, an audit log without `updated_at`): each run compares the whole source table with its copy by checksummed key ranges, as `syncd reconcile --repair` does, and writes only the differences (inserts, updates and hard deletes), so the copy equals the source at the end of each run; it takes no `source.cursor` or `source.lookback`, rows are matched by `sink.key` (default: the table's primary key), and each run reads both tables' checksums, so it suits small and medium tables. `auto`, for a pattern source only: each matched table with the cursor columns is read by the cursor, and one without a usable cursor but with a key is synced in `compare` mode instead of being skipped; `validate` says which mode each table gets ([PATTERNS.md](PATTERNS.md#tables-without-a-cursor)).",
+		Example: config.ModeCompare,
 	},
 	"schema_changes": {
 		Default: config.SchemaEvolve,
