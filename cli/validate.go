@@ -33,11 +33,11 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfgs, skipped, err := expand(ctx, raw, *name)
+	cfgs, skipped, warnings, err := expandWarn(ctx, raw, *name)
 	if err != nil {
 		return err
 	}
-	printExpansion(env, raw, cfgs, skipped)
+	printExpansion(env, raw, cfgs, skipped, warnings)
 	if err := oneWriter(cfgs); err != nil {
 		return err
 	}
@@ -72,9 +72,10 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// printExpansion lists, for each pattern source, the tables it matched and
-// the ones it skips.
-func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipped) {
+// printExpansion lists, for each pattern source, the tables it matched,
+// each table's cursor when it is not source.cursor as written, the ones it
+// skips, and the warnings about its tables entries.
+func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipped, warnings []string) {
 	for _, p := range raw {
 		if !p.IsPattern() {
 			continue
@@ -86,6 +87,16 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 			}
 		}
 		fmt.Fprintf(env.Stdout, "%s: pattern %s matches %d tables to sync: %s\n", p.Name, p.Source.Table, len(names), strings.Join(names, ", "))
+		for _, c := range cfgs {
+			if c.Pattern == p.Name && c.CursorNote != "" {
+				fmt.Fprintf(env.Stdout, "%s: cursor %s (%s)\n", c.Name, strings.Join(c.Source.Cursor, ", "), c.CursorNote)
+			}
+		}
+		for _, w := range warnings {
+			if strings.HasPrefix(w, p.File+":") {
+				fmt.Fprintf(env.Stdout, "%s: warning: %s\n", p.Name, w)
+			}
+		}
 		for _, s := range skipped {
 			if strings.HasPrefix(s.Name, p.Name+".") {
 				fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", s.Name, oneLine(s.Reason))
