@@ -114,7 +114,7 @@ func (c *Config) ForTable(t Table, key []string) (*Config, error) {
 	}
 	if len(n.Sink.Key) == 0 {
 		if len(key) == 0 {
-			return nil, fmt.Errorf("it has no primary key and sink.key is not given; add a primary key, give sink.key, or give it a key under tables:")
+			return nil, fmt.Errorf("it has no primary key and sink.key is not given; add a primary key, give sink.key, or give it a key under tables (tables: {%s: {key: [...]}})", t.Name)
 		}
 		n.Sink.Key = slices.Clone(key)
 	}
