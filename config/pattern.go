@@ -81,9 +81,11 @@ func (c *Config) sinkFor(t Table) Table {
 	return sink
 }
 
-// Named is the source of the pattern source c for table t as far as names
-// go (its name, source table and sink table), for commands that read only
-// the state file; ForTable makes the one a run uses.
+// Named is the source of the pattern source c for table t as far as the
+// file goes (its name, source table and sink table, and the settings of
+// t's tables entry), for commands that read only the state file; ForTable
+// makes the one a run uses, with what the catalog says (the key, the
+// cursor's tie-breaker).
 func (c *Config) Named(t Table) *Config {
 	n := *c
 	n.Pattern = c.Name
@@ -93,6 +95,12 @@ func (c *Config) Named(t Table) *Config {
 	n.Tables = nil
 	n.Sink.Ident = c.sinkFor(t)
 	n.Sink.Table = n.Sink.Ident.String()
+	n.Source.Cursor = slices.Clone(c.Source.Cursor)
+	n.Source.Columns = slices.Clone(c.Source.Columns)
+	n.Sink.Key = slices.Clone(c.Sink.Key)
+	if o, ok := c.Tables[t.Name]; ok {
+		n.override(t.Name, o)
+	}
 	return &n
 }
 
@@ -105,12 +113,6 @@ func (c *Config) ForTable(t Table, key []string) (*Config, error) {
 	n := c.Named(t)
 	if !nameRE.MatchString(n.Name) {
 		return nil, fmt.Errorf("its source name %q would not be a valid name (letters, digits, '.', '_' and '-' only, at most 128); exclude it in source.exclude", n.Name)
-	}
-	n.Source.Cursor = slices.Clone(c.Source.Cursor)
-	n.Source.Columns = slices.Clone(c.Source.Columns)
-	n.Sink.Key = slices.Clone(c.Sink.Key)
-	if o, ok := c.Tables[t.Name]; ok {
-		n.override(t.Name, o)
 	}
 	if len(n.Sink.Key) == 0 {
 		if len(key) == 0 {

@@ -123,6 +123,13 @@ func TestPatternWholeSchema(t *testing.T) {
 		t.Fatalf("second run --once: exit %d, want 0\n%s", r.code, r.stderr)
 	}
 	samePagila(t, src, dst, "film_actor", "film", "payment")
+
+	// status, which reads no catalog, takes each table's stored cursor
+	// (with its appended primary key) as the file's.
+	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "pagila.film_actor ") || strings.Contains(r.stderr, "other settings") {
+		t.Fatalf("status: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
 
 // A tables: entry gives some tables their own settings in the one file:
@@ -198,6 +205,12 @@ func TestPatternTablesOverrides(t *testing.T) {
 	}
 	if pk != "PRIMARY KEY (payment_id, payment_date)" {
 		t.Fatalf("the copy of payment has %s, want tables.payment.key's order", pk)
+	}
+
+	// status applies the tables entries without the catalog.
+	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
+	if r.code != 0 || !strings.Contains(r.stdout, "pagila.film_text ") || !strings.Contains(r.stdout, "pagila.rental ") {
+		t.Fatalf("status: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
 	}
 
 	// A key the entry does not know is refused, naming its line.
