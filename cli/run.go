@@ -50,7 +50,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	for _, w := range warnings {
-		fmt.Fprintf(env.Stderr, "syncd run: warning: %s\n", w)
+		fmt.Fprintf(env.Stderr, "syncd run: %s\n", w)
 	}
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.

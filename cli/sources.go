@@ -58,7 +58,7 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 }
 
 // expandWarn is expand with the warnings of the pattern sources' tables
-// entries (one naming no table of the catalog).
+// entries (one naming no table of the catalog), each as "NAME: warning: ...".
 func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*config.Config, []source.Skipped, []string, error) {
 	var out []*config.Config
 	var skipped []source.Skipped
@@ -73,7 +73,9 @@ func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*con
 			return nil, nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
 		}
 		members, skip := e.Members, e.Skipped
-		warnings = append(warnings, e.Warnings...)
+		for _, w := range e.Warnings {
+			warnings = append(warnings, c.Name+": warning: "+w)
+		}
 		if len(members)+len(skip) == 0 {
 			// Like a table that does not exist: most likely a mistake.
 			return nil, nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)

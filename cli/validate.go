@@ -128,8 +128,8 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 			}
 		}
 		for _, w := range warnings {
-			if strings.HasPrefix(w, p.File+":") {
-				fmt.Fprintf(env.Stdout, "%s: warning: %s\n", p.Name, w)
+			if strings.HasPrefix(w, p.Name+": ") {
+				fmt.Fprintln(env.Stdout, w)
 			}
 		}
 		for _, s := range skipped {

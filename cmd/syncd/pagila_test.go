@@ -180,7 +180,7 @@ func TestPatternTablesOverrides(t *testing.T) {
 	}
 
 	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stderr, "syncd run: warning: "+cfg+":18: tables.flim: no table public.flim") {
+	if r.code != 0 || !strings.Contains(r.stderr, "syncd run: pagila: warning: "+cfg+":18: tables.flim: no table public.flim") {
 		t.Fatalf("run --once: exit %d, want 0 with the warning about flim\n%s", r.code, r.stderr)
 	}
 	samePagila(t, src, dst, "film", "film_actor", "payment")
