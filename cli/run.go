@@ -45,9 +45,12 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	// cannot be synced is reported and skipped, and the run exits 1 after
 	// syncing the others.
 	raw := cfgs
-	cfgs, skipped, err := expand(ctx, cfgs, *name)
+	cfgs, skipped, warnings, err := expandWarn(ctx, cfgs, *name)
 	if err != nil {
 		return err
+	}
+	for _, w := range warnings {
+		fmt.Fprintf(env.Stderr, "syncd run: %s\n", w)
 	}
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.

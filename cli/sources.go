@@ -53,20 +53,32 @@ func loadWith(env *Env, path, name string, o config.Options) ([]*config.Config, 
 // its source catalog and returns them with the tables it skipped. With a
 // name of the form NAME.TABLE only that table is kept.
 func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.Config, []source.Skipped, error) {
+	out, skipped, _, err := expandWarn(ctx, cfgs, name)
+	return out, skipped, err
+}
+
+// expandWarn is expand with the warnings of the pattern sources' tables
+// entries (one naming no table of the catalog), each as "NAME: warning: ...".
+func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*config.Config, []source.Skipped, []string, error) {
 	var out []*config.Config
 	var skipped []source.Skipped
+	var warnings []string
 	for _, c := range cfgs {
 		if !c.IsPattern() {
 			out = append(out, c)
 			continue
 		}
-		members, skip, err := source.Expand(ctx, c)
+		e, err := source.ExpandAll(ctx, c)
 		if err != nil {
-			return nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
+			return nil, nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
+		}
+		members, skip := e.Members, e.Skipped
+		for _, w := range e.Warnings {
+			warnings = append(warnings, c.Name+": warning: "+w)
 		}
 		if len(members)+len(skip) == 0 {
 			// Like a table that does not exist: most likely a mistake.
-			return nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
+			return nil, nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
 		}
 		if name == "" || name == c.Name {
 			out = append(out, members...)
@@ -85,11 +97,11 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 			}
 		}
 		if !found {
-			return nil, nil, fmt.Errorf("--source %q: pattern source %s (%s) matches no table of that name; `syncd validate --config %s` lists its tables: %w",
+			return nil, nil, nil, fmt.Errorf("--source %q: pattern source %s (%s) matches no table of that name; `syncd validate --config %s` lists its tables: %w",
 				name, c.Name, c.Source.Table, c.File, ErrUsage)
 		}
 	}
-	return out, skipped, nil
+	return out, skipped, warnings, nil
 }
 
 // reportSkipped prints one line per skipped table on stderr.

@@ -33,17 +33,17 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfgs, skipped, err := expand(ctx, raw, *name)
+	cfgs, skipped, warnings, err := expandWarn(ctx, raw, *name)
 	if err != nil {
 		return err
 	}
-	printExpansion(env, raw, cfgs, skipped)
+	printExpansion(env, raw, cfgs, skipped, warnings)
 	if err := oneWriter(cfgs); err != nil {
 		return err
 	}
-	for _, cfg := range cfgs {
-		var record string
-		warnings, table, err := check(ctx, cfg, true, c.state, &record)
+	results := checkAll(ctx, cfgs, c.state)
+	for i, cfg := range cfgs {
+		warnings, table, record, err := results[i].warnings, results[i].table, results[i].record, results[i].err
 		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter) {
 			skipped = append(skipped, skippedBy(cfg, err))
 			fmt.Fprintf(env.Stdout, "%s: skipped: %s\n", cfg.Name, oneLine(skippedBy(cfg, err).Reason))
@@ -81,9 +81,45 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	return nil
 }
 
-// printExpansion lists, for each pattern source, the tables it matched and
-// the ones it skips.
-func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipped) {
+// validateWorkers is how many sources validate checks at once: each check
+// is a few dozen round trips on two connections of its own, so a pattern
+// source of hundreds of tables is checked in a fraction of the time one
+// at a time takes, with at most twice this many connections open.
+const validateWorkers = 4
+
+type checked struct {
+	warnings []string
+	table    *source.Table
+	record   string
+	err      error
+}
+
+// checkAll checks every source (check with plan), a few at a time, and
+// returns the results in the order of cfgs.
+func checkAll(ctx context.Context, cfgs []*config.Config, state string) []checked {
+	out := make([]checked, len(cfgs))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(validateWorkers, len(cfgs)) {
+		wg.Go(func() {
+			for i := range next {
+				r := &out[i]
+				r.warnings, r.table, r.err = check(ctx, cfgs[i], true, state, &r.record)
+			}
+		})
+	}
+	for i := range cfgs {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
+}
+
+// printExpansion lists, for each pattern source, the tables it matched,
+// each table's cursor when it is not source.cursor as written, the ones it
+// skips, and the warnings about its tables entries.
+func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipped, warnings []string) {
 	for _, p := range raw {
 		if !p.IsPattern() {
 			continue
@@ -99,6 +135,16 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 			}
 		}
 		fmt.Fprintf(env.Stdout, "%s: pattern %s matches %d tables to sync: %s\n", p.Name, p.Source.Table, len(names), strings.Join(names, ", "))
+		for _, c := range cfgs {
+			if c.Pattern == p.Name && c.CursorNote != "" {
+				fmt.Fprintf(env.Stdout, "%s: cursor %s (%s)\n", c.Name, strings.Join(c.Source.Cursor, ", "), c.CursorNote)
+			}
+		}
+		for _, w := range warnings {
+			if strings.HasPrefix(w, p.Name+": ") {
+				fmt.Fprintln(env.Stdout, w)
+			}
+		}
 		for _, s := range skipped {
 			if strings.HasPrefix(s.Name, p.Name+".") {
 				hint := ""

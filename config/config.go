@@ -80,6 +80,26 @@ type Config struct {
 	// SchemaChanges says what a run does when the source's columns no
 	// longer match the copy's: SchemaEvolve or SchemaFail.
 	SchemaChanges string `yaml:"schema_changes"`
+	// Tables overrides a pattern source's settings for some of the tables
+	// it matches, by table name (ForTable applies them).
+	Tables map[string]TableSettings `yaml:"tables"`
+	// CursorNote, on a source made from a pattern source, says where its
+	// cursor comes from when it is not source.cursor as written: a
+	// tables entry, or the primary key appended as the tie-breaker.
+	CursorNote string `yaml:"-"`
+}
+
+// TableSettings are the settings a pattern source's tables entry gives one
+// table instead of the pattern's own; a key left out keeps the pattern's.
+type TableSettings struct {
+	Cursor        []string `yaml:"cursor"`
+	Key           []string `yaml:"key"`
+	Columns       []string `yaml:"columns"`
+	Where         string   `yaml:"where"`
+	DeletedColumn string   `yaml:"deleted_column"`
+	Schedule      string   `yaml:"schedule"`
+	// Exclude leaves the table out, as a source.exclude pattern would.
+	Exclude bool `yaml:"exclude"`
 }
 
 // Compare reports whether c's runs compare the whole table instead of

@@ -300,6 +300,8 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, key string) error {
 		return nil
 	case v.Kind() == reflect.Struct:
 		return d.decodeStruct(n, v, key)
+	case v.Kind() == reflect.Map:
+		return d.decodeMap(n, v, key)
 	case v.Kind() == reflect.Slice:
 		if n.Kind != yaml.SequenceNode {
 			return d.errAt(n, key, "want a list such as [a, b], got %s", describe(n))
@@ -373,6 +375,35 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key string) error 
 		}
 		d.lines[full] = kn.Line
 	}
+	return nil
+}
+
+// decodeMap fills a map keyed by name (tables) from a mapping node: each
+// value is decoded at KEY.NAME, and a name given twice is an error.
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, key string) error {
+	if n.Kind != yaml.MappingNode {
+		return d.errAt(n, key, "want a mapping of names, got %s", describe(n))
+	}
+	out := reflect.MakeMapWithSize(v.Type(), len(n.Content)/2)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		kn, vn := n.Content[i], n.Content[i+1]
+		full := key + "." + kn.Value
+		if kn.Kind != yaml.ScalarNode || kn.Value == "" {
+			return d.errAt(kn, key, "want a name as the key, got %s", describe(kn))
+		}
+		name := reflect.ValueOf(kn.Value)
+		if out.MapIndex(name).IsValid() {
+			return d.errAt(kn, full, "%q given twice; keep one", kn.Value)
+		}
+		elem := reflect.New(v.Type().Elem()).Elem()
+		d.lines[full] = kn.Line
+		if err := d.decode(vn, elem, full); err != nil {
+			return err
+		}
+		d.lines[full] = kn.Line
+		out.SetMapIndex(name, elem)
+	}
+	v.Set(out)
 	return nil
 }
 

@@ -126,3 +126,80 @@ func TestPatternMemberNameTaken(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+const tablesYAML = patternYAML + `tables:
+  order_lines:
+    cursor: [changed_at, line_id]
+    key: [line_id]
+    columns: [line_id, changed_at, qty]
+    where: qty > 0
+    schedule: "@every 5m"
+  order_notes: {exclude: true}
+`
+
+// A tables entry replaces the pattern's settings for its table only, and
+// the errors of a key it sets name the entry's line.
+func TestPatternTablesOverride(t *testing.T) {
+	c, err := Parse("shop.yaml", []byte(tablesYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Match(Table{Schema: "sales", Name: "order_notes"}) {
+		t.Fatal("a table with exclude: true is matched")
+	}
+	m, err := c.ForTable(Table{Schema: "sales", Name: "order_lines"}, []string{"order_id", "line"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(m.Source.Cursor, ",") != "changed_at,line_id" || strings.Join(m.Sink.Key, ",") != "line_id" ||
+		strings.Join(m.Source.Columns, ",") != "line_id,changed_at,qty" || m.Source.Where != "qty > 0" || m.Schedule != "@every 5m" ||
+		m.CursorNote != "set by tables.order_lines.cursor" || m.Tables != nil {
+		t.Fatalf("ForTable with a tables entry: %+v", m)
+	}
+	if got := m.Errorf("source.cursor", "x").Error(); !strings.HasPrefix(got, "shop.yaml:12: source.cursor") {
+		t.Fatalf("an error of the overridden cursor: %q, want the entry's line 12", got)
+	}
+	if got := c.Errorf("source.cursor", "x").Error(); !strings.HasPrefix(got, "shop.yaml:6: source.cursor") {
+		t.Fatalf("the pattern's own line moved: %q", got)
+	}
+	o, err := c.ForTable(Table{Schema: "sales", Name: "order_x"}, []string{"id"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(o.Source.Cursor, ",") != "updated_at,id" || o.Schedule != DefaultSchedule || o.CursorNote != "" || o.Source.Where != "" {
+		t.Fatalf("a table without an entry: %+v", o)
+	}
+	w := c.Unmatched([]string{"order_lines"})
+	if len(w) != 1 || !strings.HasPrefix(w[0], "shop.yaml:17: tables.order_notes: no table sales.order_notes") {
+		t.Fatalf("Unmatched: %q", w)
+	}
+}
+
+func TestPatternTablesErrors(t *testing.T) {
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"unknown key", "where: qty > 0", "wher: qty > 0", "shop.yaml:15: tables.order_lines.wher: unknown key; the keys here are: cursor, key, columns, where, deleted_column, schedule, exclude"},
+		{"not matched", "order_notes: {exclude: true}", "invoices: {exclude: true}", "shop.yaml:17: tables.invoices: table sales.invoices is not matched by source.table sales.order_*"},
+		{"excluded", "order_notes: {exclude: true}", "order_tmp: {exclude: true}", "shop.yaml:17: tables.order_tmp: table sales.order_tmp is excluded by source.exclude"},
+		{"twice", "order_notes: {exclude: true}", "order_lines: {exclude: true}", "shop.yaml:17: tables.order_lines: \"order_lines\" given twice"},
+		{"schedule", `"@every 5m"`, `"sometimes"`, "shop.yaml:16: tables.order_lines.schedule: \"sometimes\" is not a cron schedule"},
+		{"cursor not in columns", "columns: [line_id, changed_at, qty]", "columns: [line_id, qty]", "shop.yaml:14: tables.order_lines.columns: cursor column \"changed_at\" must be listed in the columns of table order_lines"},
+		{"exclude with settings", "order_notes: {exclude: true}", "order_notes: {exclude: true, where: x}", "shop.yaml:17: tables.order_notes.exclude: the table is excluded, so its where is never used"},
+		{"not a pattern", "table: sales.order_*\n  exclude: [\"*_old\", other.order_x, order_tmp]\n", "table: sales.orders\n", ""},
+		{"not a mapping", "tables:\n", "tables: [a]\nx:\n", "shop.yaml:10: tables: want a mapping of names, got a list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			file := strings.Replace(tablesYAML, tc.from, tc.to, 1)
+			if file == tablesYAML {
+				t.Fatalf("%q not in the file", tc.from)
+			}
+			if tc.name == "not a pattern" {
+				file = strings.Replace(file, "copy.*_copy", "copy.orders", 1)
+				tc.want = "shop.yaml:9: tables: only a pattern source.table"
+			}
+			_, err := Parse("shop.yaml", []byte(file))
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

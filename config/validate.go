@@ -131,7 +131,10 @@ func (c *Config) check() error {
 	if err := c.checkSink(); err != nil {
 		return err
 	}
-	return c.checkPattern()
+	if err := c.checkPattern(); err != nil {
+		return err
+	}
+	return c.checkTables()
 }
 
 func (c *Config) checkSource() error {

@@ -57,7 +57,7 @@ sink:
 		t.Errorf("pattern metrics: synced %v, skipped %v, failed %v; want 2, 1, 0", m[`syncd_pattern_tables{source="p",state="synced"}`],
 			m[`syncd_pattern_tables{source="p",state="skipped"}`], m[`syncd_pattern_match_failed{source="p"}`])
 	}
-	if n := p.Output.Count("", "table_source", "p.p_nocursor", "reason", `source p.p_nocursor (table public.p_nocursor) skipped: source.cursor: column "updated_at" does not exist in public.p_nocursor`); n != 1 {
+	if n := p.Output.Count("", "table_source", "p.p_nocursor", "reason", `source p.p_nocursor (table public.p_nocursor) skipped: source.cursor: column "updated_at" does not exist in public.p_nocursor (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {p_nocursor: {cursor: [...]}})`); n != 1 {
 		t.Errorf("no log line names the skipped table and why:\n%s", p.Output.String())
 	}
 

@@ -284,6 +284,9 @@ func (s *Postgres) createSQL(cols []page.Column) string {
 // that the sink lacks, then the table. Enum labels the sink's existing enums
 // lack are added first, each on its own.
 func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
+	if err := s.createSchema(ctx); err != nil {
+		return err
+	}
 	plan, err := planTypes(ctx, s.conn, s.srcTypes, false, s.cfg.Sink.CreateExtensions)
 	if err != nil {
 		return err
@@ -307,6 +310,41 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 	})
 	if err != nil {
 		return s.createError(ctx, "", err)
+	}
+	return nil
+}
+
+// schemaSQL is the CREATE SCHEMA of the copy's schema when the sink lacks
+// it, else "": a copy is created in its schema (copy.orders, or every copy
+// of a pattern source such as pagila_copy.*) whether or not it exists.
+func (s *Postgres) schemaSQL(ctx context.Context) (string, error) {
+	var found bool
+	if err := s.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)`, s.table.Schema).Scan(&found); err != nil {
+		return "", fmt.Errorf("read schema %s in the sink: %w", s.table.Schema, err)
+	}
+	if found {
+		return "", nil
+	}
+	return "CREATE SCHEMA IF NOT EXISTS " + pgutil.Ident(s.table.Schema), nil
+}
+
+// createSchema creates the copy's schema when the sink lacks it, in a
+// statement of its own: the copies of a pattern source share the schema,
+// and one created by another session meanwhile is not an error (two
+// concurrent CREATE SCHEMA IF NOT EXISTS can still collide on the catalog's
+// unique index, which is ignored here).
+func (s *Postgres) createSchema(ctx context.Context) error {
+	q, err := s.schemaSQL(ctx)
+	if err != nil || q == "" {
+		return err
+	}
+	_, err = s.conn.Exec(ctx, q)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23505" || pgErr.Code == "42P06") {
+		return nil
+	}
+	if err != nil {
+		return s.createError(ctx, q, err)
 	}
 	return nil
 }

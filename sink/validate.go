@@ -31,8 +31,16 @@ func (s *Postgres) Validate(ctx context.Context, cols []page.Column) (exists boo
 			return exists, err
 		}
 		problems = append(problems, plan.problems...)
+		schema, err := s.schemaSQL(ctx)
+		if err != nil {
+			return exists, err
+		}
 		if len(problems) == 0 {
-			if err := s.tryCreate(ctx, append(plan.creates, s.createSQL(cols))); err != nil {
+			stmts := append(plan.creates, s.createSQL(cols))
+			if schema != "" {
+				stmts = append([]string{schema}, stmts...)
+			}
+			if err := s.tryCreate(ctx, stmts); err != nil {
 				problems = append(problems, "creating the copy fails: "+err.Error())
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/syncd/syncd/internal/sourceerr"
@@ -50,15 +51,38 @@ func (s Skipped) String() string {
 	return fmt.Sprintf("source %s (table %s) skipped: %s", s.Name, s.Table, s.Reason)
 }
 
+// Expansion is what matching a pattern source against its catalog found.
+type Expansion struct {
+	// Members are the sources of the tables that can be synced, by name.
+	Members []*config.Config
+	// Skipped are the matched tables that cannot, with the reason.
+	Skipped []Skipped
+	// Warnings name the tables entries that match no table of the
+	// catalog, each at its file and line.
+	Warnings []string
+}
+
 // Expand matches the pattern source c against the source catalog (ordinary
 // and partitioned tables of the pattern's schema, not partitions) and
 // returns one source per matched table that can be synced, sorted by name,
 // and the matched tables that cannot (a cursor column missing, no key, ...)
 // with the reason. An error means the catalog could not be read.
 func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped, error) {
+	e, err := ExpandAll(ctx, c)
+	return e.Members, e.Skipped, err
+}
+
+// ExpandAll is Expand with the warnings about the tables entries.
+//
+// Each table's source takes the pattern's settings and its tables entry's.
+// A cursor from source.cursor whose last column is not unique in a table
+// gets the table's primary key appended as the tie-breaker (CursorNote
+// says so): [last_update] becomes [last_update, film_id] in film and
+// [last_update, actor_id, film_id] in film_actor.
+func ExpandAll(ctx context.Context, c *config.Config) (Expansion, error) {
 	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
 	if err != nil {
-		return nil, nil, pgutil.Locate(c, err)
+		return Expansion{}, pgutil.Locate(c, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	pattern := c.Source.Ident
@@ -67,12 +91,19 @@ SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
 ORDER BY c.relname`, pattern.Schema)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
+		return Expansion{}, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
 	}
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return nil, nil, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
+		return Expansion{}, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
 	}
+	// The unique keys of every table of the schema in one read, not one
+	// per table: a schema of hundreds of tables is matched in one round trip.
+	keys, err := schemaKeys(ctx, conn, pattern.Schema)
+	if err != nil {
+		return Expansion{}, err
+	}
+	e := Expansion{Warnings: c.Unmatched(names)}
 	// A matched table that is the copy of another matched table (public.*
 	// to public.*_copy, source and sink in one database) is not copied
 	// again: it is skipped, and says so, until it is excluded.
@@ -85,37 +116,33 @@ ORDER BY c.relname`, pattern.Schema)
 			}
 		}
 	}
-	var out []*config.Config
-	var skipped []Skipped
 	for _, name := range names {
 		t := config.Table{Schema: pattern.Schema, Name: name}
 		if !c.Match(t) {
 			continue
 		}
 		skip := func(code, reason string) {
-			skipped = append(skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Reason: reason, Code: code})
+			e.Skipped = append(e.Skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Reason: reason, Code: code})
 		}
 		if orig, ok := copyOf[t.String()]; ok {
 			skip(SkipCopyName, fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table))
 			continue
 		}
-		key, err := PrimaryKey(ctx, conn, t)
-		if err != nil {
-			return nil, nil, err
-		}
-		m, err := c.ForTable(t, key)
+		k := keys[name]
+		m, err := c.ForTable(t, k.primary)
 		if err != nil {
 			code := SkipOther
-			if len(key) == 0 && len(c.Sink.Key) == 0 {
+			if len(k.primary) == 0 && len(c.Sink.Key) == 0 && len(c.Tables[name].Key) == 0 {
 				code = SkipNoPrimaryKey
 			}
 			skip(code, err.Error())
 			continue
 		}
+		tieBreak(m, k)
 		if _, err := Describe(ctx, conn, m); err != nil {
 			var fe *config.FieldError
 			if !errors.As(err, &fe) {
-				return nil, nil, &sourceerr.SourceError{Source: m.Name, Err: err}
+				return Expansion{}, &sourceerr.SourceError{Source: m.Name, Err: err}
 			}
 			code := SkipCode(fe.Key, fe.Msg)
 			if c.Mode == config.ModeAuto && (code == SkipNoCursorColumn || code == SkipCursorNotUsable) {
@@ -123,16 +150,102 @@ ORDER BY c.relname`, pattern.Schema)
 				// comparing it whole, when a key identifies its rows.
 				cm := m.AsCompare(fe.Msg)
 				if _, err := Describe(ctx, conn, cm); err == nil {
-					out = append(out, cm)
+					e.Members = append(e.Members, cm)
 					continue
 				}
 			}
-			skip(code, fe.Key+": "+fe.Msg)
+			reason := fe.Key + ": " + fe.Msg
+			if code == SkipNoCursorColumn || code == SkipCursorNotUsable {
+				reason += fmt.Sprintf(" (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {%s: {cursor: [...]}})", name)
+			}
+			skip(code, reason)
 			continue
 		}
-		out = append(out, m)
+		e.Members = append(e.Members, m)
 	}
-	return out, skipped, nil
+	return e, nil
+}
+
+// tableKeys are a table's primary key and unique keys (each valid,
+// non-partial, on columns only), column names in index order.
+type tableKeys struct {
+	primary []string
+	unique  [][]string
+}
+
+// schemaKeys reads the unique keys of every table of schema, by table name.
+func schemaKeys(ctx context.Context, conn *pgx.Conn, schema string) (map[string]tableKeys, error) {
+	rows, err := conn.Query(ctx, `
+SELECT c.relname::text, i.indisprimary,
+       array_agg(a.attname::text ORDER BY k.ord)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY k(attnum, ord) ON true
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
+  AND i.indisunique AND i.indisvalid AND i.indpred IS NULL AND i.indexprs IS NULL
+GROUP BY c.relname, i.indexrelid, i.indisprimary`, schema)
+	if err != nil {
+		return nil, fmt.Errorf("read the keys of the tables of schema %s: %w", schema, err)
+	}
+	out := map[string]tableKeys{}
+	var (
+		table   string
+		primary bool
+		cols    []string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&table, &primary, &cols}, func() error {
+		k := out[table]
+		if primary {
+			k.primary = slices.Clone(cols)
+		}
+		k.unique = append(k.unique, slices.Clone(cols))
+		out[table] = k
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the keys of the tables of schema %s: %w", schema, err)
+	}
+	return out, nil
+}
+
+// tieBroken reports whether cursor ends in a unique column: a unique key
+// made of cursor columns only includes its last one (as checkTieBreaker
+// requires).
+func tieBroken(cursor []string, unique [][]string) bool {
+	last := cursor[len(cursor)-1]
+	for _, key := range unique {
+		if slices.Contains(key, last) && !slices.ContainsFunc(key, func(col string) bool { return !slices.Contains(cursor, col) }) {
+			return true
+		}
+	}
+	return false
+}
+
+// tieBreak appends the table's primary key columns the cursor lacks to
+// m's cursor when its last column is not unique, so that one pattern
+// cursor such as [last_update] fits every table with a primary key. A
+// cursor the tables entry gives is taken as written.
+func tieBreak(m *config.Config, k tableKeys) {
+	cursor := m.Source.Cursor
+	if m.CursorNote != "" || len(k.primary) == 0 || tieBroken(cursor, k.unique) {
+		return
+	}
+	cursor = slices.Clone(cursor)
+	for _, col := range k.primary {
+		if !slices.Contains(cursor, col) {
+			if len(m.Source.Columns) > 0 && !slices.Contains(m.Source.Columns, col) {
+				return
+			}
+			cursor = append(cursor, col)
+		}
+	}
+	if !tieBroken(cursor, k.unique) {
+		return
+	}
+	m.Source.Cursor = cursor
+	m.CursorNote = "primary key appended as the tie-breaker"
 }
 
 // PrimaryKey returns the primary key columns of t in key order, or nil.

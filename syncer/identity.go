@@ -77,8 +77,11 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 		// here, every other setting is compared; the next run checks all.
 		// A pattern source's default sink.key (the table's primary key)
 		// is unknown too.
+		// So is the primary key a pattern source's table appends to a
+		// cursor whose last column is not unique there (source.ExpandAll).
 		changed = slices.DeleteFunc(changed, func(k string) bool {
-			return k == "sink.database" || (k == "sink.key" && len(c.Sink.Key) == 0)
+			return k == "sink.database" || (k == "sink.key" && len(c.Sink.Key) == 0) ||
+				(k == "source.cursor" && c.Pattern != "" && strings.HasPrefix(st.Identity.Settings[k], cur.Settings[k]+","))
 		})
 		if len(changed) == 0 {
 			return nil

@@ -156,7 +156,7 @@ sink:
 	// Today's behaviour without mode: the table is skipped, with the hint.
 	cfg := writeConfig(t, dir, "shop.yaml", body)
 	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code == 0 || !strings.Contains(r.stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log (or set mode: auto to sync it in compare mode`) {
+	if r.code == 0 || !strings.Contains(r.stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {audit_log: {cursor: [...]}}) (or set mode: auto to sync it in compare mode`) {
 		t.Fatalf("validate without mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 

@@ -136,7 +136,7 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	}
 	r := syncd(t, status, "status", "--config", cfg)
 	if r.code != 0 || !strings.Contains(r.stdout, "shop.events: skipped by pattern source shop (no_cursor_column, recorded ") ||
-		!strings.Contains(r.stdout, `source.cursor: column "updated_at" does not exist in public.events; fix it or add public.events to source.exclude`) ||
+		!strings.Contains(r.stdout, `source.cursor: column "updated_at" does not exist in public.events (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {events: {cursor: [...]}}); fix it or add public.events to source.exclude`) ||
 		!strings.Contains(r.stdout, "shop.nokey: skipped by pattern source shop (no_primary_key, ") {
 		t.Fatalf("status text: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}

@@ -22,11 +22,17 @@ import (
 type Key struct {
 	// Path is the dotted key, as errors name it: source.first_load.workers.
 	Path string
-	// Kind is string, integer, boolean, duration, size, list or mapping.
+	// Kind is string, integer, boolean, duration, size, list, mapping or
+	// names (a mapping from names the user chooses, such as tables' names,
+	// to mappings of the Children's keys; their paths say NAME there).
 	Kind string
-	// Children are a mapping's keys.
+	// Children are a mapping's keys, or the keys of each value of names.
 	Children []Key
 }
+
+// NamePart stands for the name in the path of a key under a names key:
+// tables.TABLE.cursor.
+const NamePart = "TABLE"
 
 var (
 	durationType = reflect.TypeOf(config.Duration{})
@@ -59,6 +65,9 @@ func walk(t reflect.Type, prefix string) []Key {
 		case ft.Kind() == reflect.Struct:
 			k.Kind = "mapping"
 			k.Children = walk(ft, k.Path)
+		case ft.Kind() == reflect.Map && ft.Key().Kind() == reflect.String && ft.Elem().Kind() == reflect.Struct:
+			k.Kind = "names"
+			k.Children = walk(ft.Elem(), k.Path+"."+NamePart)
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.String:
 			k.Kind = "list"
 		case ft.Kind() == reflect.String:
@@ -94,6 +103,8 @@ func kindText(kind string) string {
 		return "duration (`5s`, `250ms`, `1h`)"
 	case "size":
 		return "size (`16MB`, `512kB`, `8192`)"
+	case "names":
+		return "mapping of table names to mappings"
 	}
 	return kind
 }
@@ -111,8 +122,11 @@ func Reference() string {
 			def = "required: " + d.Required
 		}
 		kind := k.Kind
-		if kind == "list" {
+		switch kind {
+		case "list":
 			kind = "list of strings"
+		case "names":
+			kind = "mapping of names"
 		}
 		fmt.Fprintf(&b, "| [`%s`](#%s) | %s | %s |\n", k.Path, anchor(k.Path), kind, def)
 	}
@@ -152,7 +166,7 @@ func defaultText(d doc) string {
 
 // anchor is GitHub's anchor of the heading "`path`".
 func anchor(path string) string {
-	return strings.ReplaceAll(path, ".", "")
+	return strings.ToLower(strings.ReplaceAll(path, ".", ""))
 }
 
 // nested writes key path set to value as YAML, one level per dot.
@@ -245,6 +259,8 @@ func property(k Key) map[string]any {
 	switch k.Kind {
 	case "mapping":
 		s = mapping(k.Path, k.Children)
+	case "names":
+		s = map[string]any{"type": "object", "additionalProperties": mapping(k.Path+"."+NamePart, k.Children)}
 	case "list":
 		s = map[string]any{"type": "array", "items": map[string]any{"type": "string"}}
 	case "duration":

@@ -242,4 +242,37 @@ var docs = map[string]doc{
 		Text:    "What a run does when the source table's columns changed: `evolve` follows the safe changes in the copy (adds and backfills columns, widens types, keeps dropped columns) and stops at the others with the fix; `fail` stops the source at any change and alters nothing ([SCHEMA-CHANGES.md](SCHEMA-CHANGES.md)).",
 		Example: "evolve",
 	},
+	"tables": {
+		Text:    "Settings for some of the tables a pattern source matches (a pattern `source.table` only), by table name (the name only, without the schema): each key given there replaces the pattern's for that table, the others are the pattern's. A name the pattern does not match, or one `source.exclude` excludes, is a config error; a name no table of the source has is a warning of `validate` and `run --once`, naming its line (a table created later takes the settings). See [PATTERNS.md](PATTERNS.md#settings-for-some-tables).",
+		Example: "{film: {cursor: [last_update, film_id]}, payment: {key: [payment_id, payment_date]}}",
+	},
+	"tables.TABLE.cursor": {
+		Text:    "This table's cursor instead of `source.cursor`, taken as written: it must end in a unique column (no primary key is appended to it). Give it to a table that lacks the pattern's cursor column, or whose cursor should differ.",
+		Example: "[last_update, film_id]",
+	},
+	"tables.TABLE.key": {
+		Text:    "This table's `sink.key` (the copy's primary key) instead of the pattern's `sink.key` or the table's primary key.",
+		Example: "[payment_id, payment_date]",
+	},
+	"tables.TABLE.columns": {
+		Text:    "This table's `source.columns`: the columns copied; they must include its cursor and key columns.",
+		Example: "[customer_id, first_name, last_name, last_update]",
+	},
+	"tables.TABLE.where": {
+		Text:    "This table's `source.where` instead of the pattern's.",
+		Example: "\"active\"",
+	},
+	"tables.TABLE.deleted_column": {
+		Text:    "This table's `source.deleted_column` instead of the pattern's.",
+		Example: "deleted_at",
+	},
+	"tables.TABLE.schedule": {
+		Text:    "When the daemon runs this table, instead of the pattern's `schedule` (which still says when the pattern is matched again against the catalog).",
+		Example: "\"@every 10m\"",
+	},
+	"tables.TABLE.exclude": {
+		DefaultText: "`false`",
+		Text:        "`true` leaves the table out, as a `source.exclude` pattern naming it would (then give it no other key).",
+		Example:     "true",
+	},
 }
