@@ -59,7 +59,7 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 	f.db.Exec(t, fmt.Sprintf(`INSERT INTO src (id, updated_at, v) SELECT g, '%s'::timestamptz - interval '30 seconds' + g * interval '1 ms', 'older, later' FROM generate_series(19, 20) g`, open.since.Format(time.RFC3339Nano)))
 	res = f.run(t, c)
 	// The same transaction holds it again: warned about once per cause,
-	// not once per run (issue 14).
+	// not once per run.
 	if res.Rows != 2 || holdLines(f.logs.String()) != 1 {
 		t.Fatalf("second held run read %d rows (want 2) and logged %d hold lines (want one for this transaction, 1)", res.Rows, holdLines(f.logs.String()))
 	}

@@ -16,7 +16,7 @@ const ordersDDL = `CREATE TABLE orders (
   amount numeric(12,2)
 )`
 
-// The seed report's case: 1,000 orders sharing only 4 timestamps (250 rows
+// The measured OFFSET failure's case: 1,000 orders sharing only 4 timestamps (250 rows
 // each), read in pages of 50. OFFSET paging lost 182 rows here; a cursor on
 // updated_at alone read 200. The (updated_at, id) cursor must read each row
 // exactly once, with and without an index in cursor order.

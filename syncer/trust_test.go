@@ -93,7 +93,7 @@ func assertBelowClock(t *testing.T, f *fixture, res syncer.Result) {
 	}
 }
 
-// Issue 14: a transaction holding the bound is warned about once, not at
+// A transaction holding the bound is warned about once, not at
 // every run; another transaction is a new cause.
 func TestHoldWarnedOncePerCause(t *testing.T) {
 	f := newFixture(t)

@@ -46,7 +46,7 @@ func (b *bench) reconcile(ctx context.Context, t *table) error {
 	state := b.statePath("recon")
 	args := []string{"reconcile", "--config", cfg, "--state", state, "--source", "recon", "--json"}
 	if r, err := b.syncd(ctx, args...); notInBuild(r, err) {
-		t.missing("reconcile", "`syncd reconcile` is not in this build (issue 4)")
+		t.missing("reconcile", "`syncd reconcile` is not in this build")
 		return nil
 	}
 	// Reconcile covers what the watermark says was synced: sync the copy
