@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/page"
@@ -48,7 +49,28 @@ func TestPostgresConformance(t *testing.T) {
 				{Name: "updated_at", Type: "timestamp with time zone", TypeOID: 1184, NotNull: true},
 				{Name: "val", Type: "text", TypeOID: 25},
 			},
-			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true},
+			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true, Recorder: true},
+			Register: func(t *testing.T) string {
+				conn, err := pgx.Connect(context.Background(), db.URL)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close(context.Background())
+				if err := catalog.Ensure(context.Background(), conn); err != nil {
+					t.Fatal(err)
+				}
+				if _, _, err := catalog.Claim(context.Background(), conn, catalog.Record{Copy: "public.copy", SourceName: "conformance"}); err != nil {
+					t.Fatal(err)
+				}
+				return "public.copy"
+			},
+			Recorded: func(t *testing.T) []string {
+				var cur []string
+				if err := db.Pool.QueryRow(context.Background(), "SELECT cursor FROM syncd.copies WHERE copy_table = 'public.copy'").Scan(&cur); err != nil {
+					t.Fatal(err)
+				}
+				return cur
+			},
 			BinaryPage: func(keys []int64, version int) page.Page {
 				p := page.Page{Binary: true}
 				// The same values as Page: microseconds since 2000-01-01 UTC.

@@ -39,6 +39,11 @@ type Harness struct {
 	// BinaryPage builds the page Page builds with binary values
 	// (page.Page.Binary); needed when Has.Binary.
 	BinaryPage func(keys []int64, version int) page.Page
+	// Register makes the destination's record of its position ready and
+	// returns the name Record takes; Recorded reads the position the
+	// record holds (nil: none). Needed when Has.Recorder.
+	Register func(t *testing.T) string
+	Recorded func(t *testing.T) []string
 }
 
 // Capabilities are the optional interfaces of the sink contract (see
@@ -51,6 +56,9 @@ type Capabilities struct {
 	Binary bool
 	// LockHolder: sink.LockHolder, the sink's own session holds the run lock.
 	LockHolder bool
+	// Recorder: sink.Recorder, a page's mark moves the destination's own
+	// record of its position in the page's transaction.
+	Recorder bool
 }
 
 func keys(from, to int64) []int64 {
@@ -171,9 +179,10 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		s := open(t)
 		_, deferred := s.(sink.Deferred)
 		_, holder := s.(sink.LockHolder)
+		_, recorder := s.(sink.Recorder)
 		b, binary := s.(sink.BinaryWriter)
 		binary = binary && b.WantsBinary()
-		got := Capabilities{Deferred: deferred, Binary: binary, LockHolder: holder}
+		got := Capabilities{Deferred: deferred, Binary: binary, LockHolder: holder, Recorder: recorder}
 		if got != h.Has {
 			t.Fatalf("the sink's capabilities are %+v; its harness declares %+v", got, h.Has)
 		}
@@ -181,6 +190,35 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 
 	// Which capability tests run is what the harness declares.
 	has := newHarness(t).Has
+	if has.Recorder {
+		run("RecorderMovesWithThePage", func(t *testing.T) {
+			s := open(t)
+			s.(sink.Recorder).Record(h.Register(t))
+			p := h.Page(keys(1, 10), 1)
+			p.Mark = p.Last
+			if _, err := s.Apply(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Recorded(t); !slices.Equal(got, p.Mark) {
+				t.Fatalf("after a page with mark %v the record holds %v", p.Mark, got)
+			}
+			// A page without a mark (a re-read behind the watermark) and a
+			// page that fails leave the record where it was.
+			if _, err := s.Apply(ctx, h.Page(keys(1, 5), 1)); err != nil {
+				t.Fatal(err)
+			}
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			failed := h.Page(keys(11, 20), 2)
+			failed.Mark = failed.Last
+			if _, err := s.Apply(cctx, failed); err == nil {
+				t.Fatal("apply with a cancelled context succeeded; want an error")
+			}
+			if got := h.Recorded(t); !slices.Equal(got, p.Mark) {
+				t.Fatalf("after an unmarked and a failed page the record holds %v, want %v", got, p.Mark)
+			}
+		})
+	}
 	if has.Deferred {
 		run("DeferredDurableAfterFlush", func(t *testing.T) {
 			s := open(t)
