@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
 )
@@ -173,7 +175,27 @@ sink:
 	for _, n := range names {
 		testutil.RequireEqual(t, db.Pool, "src."+n, db.Pool, "copy."+n)
 	}
+	// status --fleet, from any host with the config: every source, the
+	// replica that runs it, where its copy is and how long ago it moved.
+	r := syncd(t, nil, "status", "--fleet", "--json", "--config", cfg)
+	var fleet cli.FleetStatus
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &fleet) != nil {
+		t.Fatalf("status --fleet --json: %s", r)
+	}
+	if len(fleet.Sources) != fleetTables {
+		t.Errorf("status --fleet shows %d sources, want %d", len(fleet.Sources), fleetTables)
+	}
+	for _, s := range fleet.Sources {
+		if !s.Found || replicaOf(writerOf, s.Writer) != "d" || len(s.Cursor) != 2 || s.Pages == 0 || s.SinceUpdateSeconds == nil {
+			t.Errorf("status --fleet: %+v, want the record of a copy last claimed by replica d", s)
+		}
+	}
 	d.stop(t)
+	r = syncd(t, nil, "status", "--fleet", "--config", cfg)
+	if lines := lines(r.Stdout); r.Code != 0 || len(lines) != fleetTables+1 || !strings.HasPrefix(lines[0], "SOURCE") ||
+		!strings.Contains(lines[1], "p.t01") || !strings.Contains(lines[1], " pid "+strconv.Itoa(d.p.Pid())+" ") || !strings.Contains(lines[1], " no ") {
+		t.Errorf("status --fleet after the last replica stopped: %s", r)
+	}
 
 	// Exclusivity, from the sink's record of each page's writer.
 	if n := count(t, db, "page_log"); n < fleetTables {
