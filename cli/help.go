@@ -47,6 +47,14 @@ path. The table fits 120 columns, a failed run's error and a running
 source's progress on a line of their own below it; -o wide adds the rows
 written and the read bound, every value at full length; -o json (or
 --json) prints it all as JSON.
+
+--fleet shows the fleet instead, from any replica: every copy of the
+configured sources (each table of a pattern source too) as its sink
+database records it, whichever process ran it: the writer that last
+claimed it (HOST pid PID), whether a run holds its lock now, the cursor of
+the last page applied and how long ago, by the sink's clock, a page or a
+hand-over last moved it. It reads the sinks, not the state file; a sink
+that cannot be read is named below the table, and the exit code is 1.
 `,
 	"validate": `Usage: syncd validate [--config PATH] [flags]
 

@@ -70,8 +70,12 @@ func (d *daemon) identity(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(Identity{State: d.o.Store.Path(), PID: os.Getpid(), Proof: IdentityProof(d.secret, nonce, addr.String())})
 }
 
-// readyz is 200 when the configs are loaded, the state file is open, no
-// stop has begun and the last run of every source did not fail.
+// readyz is 200 when the configs are loaded, the state file is open and
+// no stop has begun. A source whose last run failed (its database down, a
+// missing grant) does not make the daemon unready: the other sources keep
+// syncing, and a rollout or a Service has no reason to stop for it (it is
+// an alert: syncd_source_failed). The body names such sources after
+// "ready".
 func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	d.mu.Lock()
 	stopping := d.stopping
@@ -80,7 +84,7 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 		sources[n] = s
 	}
 	d.mu.Unlock()
-	var problems []string
+	var problems, failing []string
 	if stopping {
 		problems = append(problems, "shutting down")
 	}
@@ -89,17 +93,17 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	}
 	for name, s := range sources {
 		if msg := s.failure(); msg != "" {
-			problems = append(problems, fmt.Sprintf("source %s: last run failed: %s", name, msg))
+			failing = append(failing, fmt.Sprintf("source %s: last run failed: %s", name, msg))
 		}
 	}
+	sort.Strings(failing)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if len(problems) > 0 {
-		sort.Strings(problems)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprintln(w, strings.Join(problems, "\n"))
+		fmt.Fprintln(w, strings.Join(append(problems, failing...), "\n"))
 		return
 	}
-	fmt.Fprintln(w, "ready")
+	fmt.Fprintln(w, strings.Join(append([]string{"ready"}, failing...), "\n"))
 }
 
 // status serves exactly what `syncd status --json` prints.

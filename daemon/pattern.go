@@ -144,8 +144,19 @@ func (d *daemon) expand(name string) {
 		d.mu.Unlock()
 	}()
 	ctx, cancel := context.WithTimeout(d.stopCtx, expandTimeout)
+	// A match writes nothing: the stop interrupts it rather than wait.
+	go func() {
+		select {
+		case <-d.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	members, skipped, err := d.o.Expand(ctx, cfg)
 	cancel()
+	if err != nil && d.stopped() {
+		return
+	}
 	if err != nil {
 		d.pm.failed.WithLabelValues(name).Set(1)
 		p.log.Error("pattern source not matched against its catalog; its tables keep running as they were, and the next tick tries again", "table", cfg.Source.Table, "err", err)
@@ -267,4 +278,14 @@ func (d *daemon) patternNames() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// stopped reports whether the stop has begun.
+func (d *daemon) stopped() bool {
+	select {
+	case <-d.stop:
+		return true
+	default:
+		return false
+	}
 }

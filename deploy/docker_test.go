@@ -105,9 +105,9 @@ func TestDockerfile(t *testing.T) {
 	if err != nil || uid == 0 {
 		t.Errorf("USER %q: want a numeric non-root user, so that runAsNonRoot can check it", user)
 	}
-	_, p := statefulSet(t)
-	if got := num(t, "StatefulSet", p.spec, "securityContext", "runAsUser"); got != uid {
-		t.Errorf("the StatefulSet runs as %d, the image as %d", got, uid)
+	_, p := deployment(t)
+	if got := num(t, "Deployment", p.spec, "securityContext", "runAsUser"); got != uid {
+		t.Errorf("the Deployment runs as %d, the image as %d", got, uid)
 	}
 
 	if ep := jsonList(t, "ENTRYPOINT", last(final, "ENTRYPOINT")); !slices.Equal(ep, []string{"/syncd"}) {

@@ -18,71 +18,74 @@ func sourceMaps(t *testing.T) []obj {
 	return append(loadDocs(t, k8s+"configmap.yaml"), loadDocs(t, k8s+"cronjob.yaml")...)
 }
 
-func statefulSet(t *testing.T) (obj, pod) {
+// deployment returns the Deployment syncd and the facts of its pod. Its
+// state file lives on an emptyDir: a cache, the sink's record is the truth.
+func deployment(t *testing.T) (obj, pod) {
 	t.Helper()
-	ss := find(t, loadDocs(t, k8s+"statefulset.yaml"), "StatefulSet", "syncd")
-	var claims []string
-	for _, c := range list(ss, "spec", "volumeClaimTemplates") {
-		claims = append(claims, str(t, "volumeClaimTemplates", c, "metadata", "name"))
-		if dig(c, "spec", "resources", "requests", "storage") == nil {
-			t.Errorf("volumeClaimTemplate %v requests no storage", claims)
-		}
-	}
-	return ss, checkPod(t, "StatefulSet syncd", dig(ss, "spec", "template", "spec"), claims)
+	d := find(t, loadDocs(t, k8s+"deployment.yaml"), "Deployment", "syncd")
+	return d, checkPod(t, "Deployment syncd", dig(d, "spec", "template", "spec"), stateEmptyDir)
 }
 
-// TestStatefulSetShards loads each replica's sources with the real loader and
-// checks that every source file runs in exactly one shard.
-func TestStatefulSetShards(t *testing.T) {
-	ss, p := statefulSet(t)
+// TestDeploymentIsAFleet checks the default manifest: identical replicas
+// that each load every source file (no shards, no per-pod config), with
+// the DSNs from the Secret by envFrom, a PodDisruptionBudget that keeps
+// all but one replica through a drain, and replicas spread over nodes.
+func TestDeploymentIsAFleet(t *testing.T) {
+	d, p := deployment(t)
 	if p.flags["once"] != "" {
-		t.Fatalf("the StatefulSet runs the daemon; drop --once")
+		t.Fatalf("the Deployment runs the daemon; drop --once")
 	}
-	if e := p.env["POD_INDEX"]; e.Field != "metadata.labels['apps.kubernetes.io/pod-index']" {
-		t.Fatalf("POD_INDEX comes from %+v, want the pod-index label", e)
+	if strings.Contains(strings.Join(mapKeys(p.flags), " ")+" "+p.flags["config"]+" "+p.flags["state"], "$(") {
+		t.Errorf("the Deployment's args %v depend on the pod: every replica must run the same configuration", p.flags)
 	}
-	if !strings.Contains(p.flags["config"], "$(POD_INDEX)") {
-		t.Fatalf("--config %s does not depend on the pod index: every replica would run every source", p.flags["config"])
+	replicas := num(t, "Deployment", d, "spec", "replicas")
+	if replicas < 2 {
+		t.Errorf("replicas %d: a fleet needs at least 2, so that one takes over the sources of another", replicas)
 	}
-	replicas := num(t, "StatefulSet", ss, "spec", "replicas")
+	if p.items != nil {
+		t.Errorf("the sources volume maps items %v: every replica must see every file", p.items)
+	}
+	if len(p.envFrom) != 1 || p.envFrom[0] != "syncd-dsn" {
+		t.Errorf("envFrom %v: want the Secret syncd-dsn, whose keys are the variables the source files use", p.envFrom)
+	}
 	maps := sourceMaps(t)
-	seen := map[string]int{}
-	for i := range replicas {
-		names := p.load(t, maps, i)
-		if len(names) == 0 {
-			t.Errorf("shard %d has no sources", i)
-		}
-		t.Logf("syncd-%d runs %v", i, names)
-		for _, n := range names {
-			if prev, ok := seen[n]; ok {
-				t.Errorf("source %s runs in shards %d and %d", n, prev, i)
-			}
-			seen[n] = i
-		}
-	}
-	files, _ := p.sources(t, maps, 0)
-	if _, dir := p.sources(t, maps, replicas); slices.ContainsFunc(mapKeys(files), func(f string) bool { return filepath.Dir(f) == dir }) {
-		t.Errorf("files are mapped to shard %d, but replicas is %d: they never run", replicas, replicas)
-	}
 	keys := mapKeys(dig(find(t, maps, "ConfigMap", p.configMap), "data").(obj))
-	mapped := map[string]int{}
-	for _, it := range p.items {
-		mapped[str(t, "items", it, "key")]++
+	if names := p.load(t, maps, 0); len(names) != len(keys) {
+		t.Errorf("a replica runs %v; the ConfigMap has %d files: every replica must load them all", names, len(keys))
 	}
-	for _, k := range keys {
-		if mapped[k] != 1 {
-			t.Errorf("ConfigMap key %s is mapped to %d shards, want exactly 1", k, mapped[k])
+	if got := dig(d, "spec", "strategy", "type"); got != "RollingUpdate" {
+		t.Errorf("strategy %v, want RollingUpdate: the replicas go on while a pod is replaced", got)
+	}
+	spread := list(d, "spec", "template", "spec", "topologySpreadConstraints")
+	if len(spread) == 0 || dig(spread[0], "topologyKey") != "kubernetes.io/hostname" {
+		t.Errorf("topologySpreadConstraints %v: spread the replicas over nodes first, so that a lost node leaves others", spread)
+	}
+
+	pdb := find(t, loadDocs(t, k8s+"pdb.yaml"), "PodDisruptionBudget", "syncd")
+	labels := dig(d, "spec", "template", "metadata", "labels").(obj)
+	for k, v := range dig(pdb, "spec", "selector", "matchLabels").(obj) {
+		if labels[k] != v {
+			t.Errorf("PodDisruptionBudget selector %s=%v does not select the syncd pods", k, v)
 		}
 	}
-	if len(seen) != len(keys) {
-		t.Errorf("%d sources run, the ConfigMap has %d files", len(seen), len(keys))
+	switch {
+	case dig(pdb, "spec", "maxUnavailable") != nil:
+		if n := num(t, "PodDisruptionBudget", pdb, "spec", "maxUnavailable"); n < 1 || n >= replicas {
+			t.Errorf("PodDisruptionBudget maxUnavailable %d: want 1 to %d, so that a drain proceeds and a replica stays", n, replicas-1)
+		}
+	case dig(pdb, "spec", "minAvailable") != nil:
+		if n := num(t, "PodDisruptionBudget", pdb, "spec", "minAvailable"); n < 1 || n >= replicas {
+			t.Errorf("PodDisruptionBudget minAvailable %d: want 1 to %d", n, replicas-1)
+		}
+	default:
+		t.Error("the PodDisruptionBudget sets neither maxUnavailable nor minAvailable")
 	}
 }
 
-// TestStatefulSetProbes checks the listener, the probes and the scrape
+// TestDeploymentProbes checks the listener, the probes and the scrape
 // annotations against the container port.
-func TestStatefulSetProbes(t *testing.T) {
-	ss, p := statefulSet(t)
+func TestDeploymentProbes(t *testing.T) {
+	ss, p := deployment(t)
 	host, portText, err := net.SplitHostPort(p.flags["listen"])
 	if err != nil {
 		t.Fatalf("--listen %q: %v", p.flags["listen"], err)
@@ -111,7 +114,7 @@ func TestStatefulSetProbes(t *testing.T) {
 		}
 	}
 
-	svc := find(t, loadDocs(t, k8s+"service.yaml"), "Service", str(t, "serviceName", ss, "spec", "serviceName"))
+	svc := find(t, loadDocs(t, k8s+"service.yaml"), "Service", "syncd")
 	if dig(svc, "spec", "clusterIP") != "None" || dig(svc, "spec", "publishNotReadyAddresses") != true {
 		t.Errorf("Service: want headless (clusterIP: None) with publishNotReadyAddresses, so that every pod is scraped, failing ones too")
 	}
@@ -142,13 +145,13 @@ func TestKustomization(t *testing.T) {
 		}
 	}
 	sort.Strings(res)
-	if want := []string{"configmap.yaml", "service.yaml", "statefulset.yaml"}; !slices.Equal(res, want) {
+	if want := []string{"configmap.yaml", "deployment.yaml", "pdb.yaml", "service.yaml"}; !slices.Equal(res, want) {
 		t.Errorf("resources %v, want %v (secret.example.yaml and cronjob.yaml are applied on their own)", res, want)
 	}
-	_, p := statefulSet(t)
+	_, p := deployment(t)
 	image := str(t, "image", p.container, "image")
 	if name, _, _ := strings.Cut(image, ":"); dig(k, "images", 0, "name") != name {
-		t.Errorf("images[0].name %v does not match the StatefulSet image %s", dig(k, "images", 0, "name"), image)
+		t.Errorf("images[0].name %v does not match the Deployment image %s", dig(k, "images", 0, "name"), image)
 	}
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
@@ -174,7 +177,7 @@ func TestBatchVariants(t *testing.T) {
 	if got := dig(cj, "spec", "concurrencyPolicy"); got != "Forbid" {
 		t.Errorf("CronJob concurrencyPolicy %v: want Forbid, two runs cannot share one state file", got)
 	}
-	p := checkPod(t, "CronJob syncd-once", dig(cj, "spec", "jobTemplate", "spec", "template", "spec"), nil)
+	p := checkPod(t, "CronJob syncd-once", dig(cj, "spec", "jobTemplate", "spec", "template", "spec"), statePVC)
 	checkJob(t, p, dig(cj, "spec", "jobTemplate", "spec"))
 	if p.flags["once"] != "true" {
 		t.Errorf("CronJob args %v: want run --once", p.flags)
@@ -185,7 +188,7 @@ func TestBatchVariants(t *testing.T) {
 	claims[claimOf(t, p)] = "CronJob"
 
 	job := find(t, docs, "Job", "syncd-campaign-comeback-2026-10")
-	p = checkPod(t, "Job campaign", dig(job, "spec", "template", "spec"), nil)
+	p = checkPod(t, "Job campaign", dig(job, "spec", "template", "spec"), statePVC)
 	checkJob(t, p, dig(job, "spec"))
 	if p.flags["once"] != "true" || p.flags["source"] != "comeback-2026-10" {
 		t.Errorf("campaign Job args %v: want run --once --source comeback-2026-10", p.flags)

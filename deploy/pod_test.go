@@ -18,6 +18,7 @@ type pod struct {
 	cmd       string
 	flags     map[string]string
 	env       map[string]env
+	envFrom   []string // the Secrets of envFrom
 	// The ConfigMap mounted at configMount, and its items (nil: every key).
 	configMap   string
 	configMount string
@@ -37,9 +38,21 @@ func secretKeys(t *testing.T) map[string]bool {
 
 var argRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 
+// stateVolume is the kind of volume a pod keeps its state file on.
+type stateVolume int
+
+const (
+	// statePVC: a PersistentVolumeClaim, for a pod that runs alone (the
+	// CronJob, a campaign Job): its state file outlives it.
+	statePVC stateVolume = iota
+	// stateEmptyDir: an emptyDir, for a replica of the fleet: its state
+	// file is a cache of the pod, and the sink's record is the truth.
+	stateEmptyDir
+)
+
 // checkPod asserts what every pod template running syncd must get right and
-// returns its facts. claimTemplates names the StatefulSet's volumeClaimTemplates.
-func checkPod(t *testing.T, what string, spec any, claimTemplates []string) pod {
+// returns its facts; its state file must be on a volume of the kind state.
+func checkPod(t *testing.T, what string, spec any, state stateVolume) pod {
 	t.Helper()
 	p := pod{what: what, spec: spec}
 
@@ -77,12 +90,24 @@ func checkPod(t *testing.T, what string, spec any, claimTemplates []string) pod 
 		t.Errorf("%s: command %q, want run", what, p.cmd)
 	}
 	p.env = containerEnv(t, c)
+	for _, f := range list(c, "envFrom") {
+		if dig(f, "secretRef") == nil {
+			t.Errorf("%s: envFrom %v: take variables from the Secret only", what, f)
+			continue
+		}
+		p.envFrom = append(p.envFrom, str(t, what, f, "secretRef", "name"))
+	}
 	for _, m := range argRef.FindAllStringSubmatch(strings.Join(args, " "), -1) {
 		if _, ok := p.env[m[1]]; !ok {
 			t.Errorf("%s: args use $(%s) but the container does not set it (Kubernetes would pass it literally)", what, m[1])
 		}
 	}
 	keys := secretKeys(t)
+	for _, s := range p.envFrom {
+		if s != "syncd-dsn" {
+			t.Errorf("%s: envFrom reads secret %s; the manifests' Secret is syncd-dsn (secret.example.yaml)", what, s)
+		}
+	}
 	for name, e := range p.env {
 		if e.Secret == "" {
 			continue
@@ -122,20 +147,27 @@ func checkPod(t *testing.T, what string, spec any, claimTemplates []string) pod 
 		mounts[str(t, what, m, "mountPath")] = m
 	}
 
-	state := p.flags["state"]
-	if !path.IsAbs(state) {
-		t.Fatalf("%s: --state %q must be an absolute path on the state volume", what, state)
+	stateFile := p.flags["state"]
+	if !path.IsAbs(stateFile) {
+		t.Fatalf("%s: --state %q must be an absolute path on the state volume", what, stateFile)
 	}
-	sm, ok := mounts[path.Dir(state)]
+	sm, ok := mounts[path.Dir(stateFile)]
 	if !ok {
-		t.Fatalf("%s: no volume is mounted at %s, the folder of --state %s: the watermarks would be lost with the pod", what, path.Dir(state), state)
+		t.Fatalf("%s: no volume is mounted at %s, the folder of --state %s: the root filesystem is read-only", what, path.Dir(stateFile), stateFile)
 	}
 	if dig(sm, "readOnly") == true {
 		t.Errorf("%s: the state volume is mounted read-only", what)
 	}
 	vol := str(t, what, sm, "name")
-	if !slices.Contains(claimTemplates, vol) && dig(volumes[vol], "persistentVolumeClaim", "claimName") == nil {
-		t.Errorf("%s: the state volume %q is not a PersistentVolumeClaim", what, vol)
+	switch state {
+	case statePVC:
+		if dig(volumes[vol], "persistentVolumeClaim", "claimName") == nil {
+			t.Errorf("%s: the state volume %q is not a PersistentVolumeClaim: the watermarks would be lost with the pod", what, vol)
+		}
+	case stateEmptyDir:
+		if v, ok := volumes[vol].(obj); !ok || !slices.Contains(mapKeys(v), "emptyDir") {
+			t.Errorf("%s: the state volume %q is not an emptyDir: a replica's state file is a cache, and a volume per pod pins it", what, vol)
+		}
 	}
 
 	cfg := p.flags["config"]
@@ -192,10 +224,15 @@ func (p pod) load(t *testing.T, maps []obj, index int) []string {
 		}
 	}
 	vars := varRefs(mine)
+	keys := secretKeys(t)
 	for _, v := range vars {
-		if e, ok := p.env[v]; !ok || e.Secret == "" {
-			t.Errorf("%s (index %d): the sources reference ${%s}, which the container does not take from a Secret", p.what, index, v)
+		if e, ok := p.env[v]; ok && e.Secret != "" {
+			continue
 		}
+		if _, set := p.env[v]; !set && slices.Contains(p.envFrom, "syncd-dsn") && keys[v] {
+			continue
+		}
+		t.Errorf("%s (index %d): the sources reference ${%s}, which the container does not take from a Secret", p.what, index, v)
 	}
 	return loadSources(t, files, strings.TrimPrefix(dir, "/"), vars)
 }

@@ -16,7 +16,7 @@ const (
 	rulesTestFile       = "deploy/prometheus/syncd-alerts_test.yml"
 	prometheusRuleFile  = k8s + "prometheusrule.yaml"
 	serviceMonitorFile  = k8s + "servicemonitor.yaml"
-	minKubernetesPhrase = "The manifests need Kubernetes 1.28 or later"
+	minKubernetesPhrase = "The manifests need Kubernetes 1.26 or later"
 )
 
 // Every alert rule has a unit test in syncd-alerts_test.yml in which it
@@ -128,7 +128,8 @@ var minVersions = []struct {
 	version int // minor version of 1.x
 	uses    func(file, text string, doc obj) bool
 }{
-	{"apps/v1 StatefulSet", 9, func(_, _ string, d obj) bool { return d["kind"] == "StatefulSet" }},
+	{"apps/v1 Deployment", 9, func(_, _ string, d obj) bool { return d["apiVersion"] == "apps/v1" }},
+	{"policy/v1 PodDisruptionBudget", 21, func(_, _ string, d obj) bool { return d["apiVersion"] == "policy/v1" }},
 	{"batch/v1 CronJob", 21, func(_, _ string, d obj) bool { return d["apiVersion"] == "batch/v1" && d["kind"] == "CronJob" }},
 	{"fsGroupChangePolicy", 23, func(_, text string, _ obj) bool { return strings.Contains(text, "fsGroupChangePolicy:") }},
 	{"Job podFailurePolicy and the DisruptionTarget condition", 26, func(_, text string, _ obj) bool { return strings.Contains(text, "podFailurePolicy:") }},

@@ -94,7 +94,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		}, src),
 		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "syncd_source_failed",
-			Help: "1 when the last run of the source failed, else 0.",
+			Help: "1 when the last run of the source failed, else 0 (a run skipped because another process, a replica, runs the source sets 0).",
 		}, src),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "syncd_retries_total",
@@ -230,6 +230,11 @@ func (m *Metrics) RunDone(name, outcome string, d time.Duration) {
 	m.runs.WithLabelValues(name, outcome).Inc()
 	switch outcome {
 	case OutcomeSkipped:
+		// Another process (a replica) runs the source now: this one's
+		// last failure no longer says how the source fares. Freshness
+		// stays this process's own: take the fleet's as the minimum over
+		// its replicas.
+		m.failed.WithLabelValues(name).Set(0)
 		return
 	case OutcomeOK:
 		m.lastSuccess.WithLabelValues(name).Set(float64(time.Now().UnixNano()) / 1e9)

@@ -135,22 +135,30 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 		}
 		l.conn, l.own = c, true
 	}
-	// The identity lock is taken only with the main one, so a session
-	// holding the main lock without it is a different source.
+	// The identity lock is taken first and released last, so a session
+	// holding the main lock always holds its own identity lock: one that
+	// holds our identity lock is another process of this source (skip),
+	// and one that holds the main lock while we hold our identity lock is
+	// a different source (a collision). Taken the other way round, a
+	// replica that met another between its two takes saw a collision.
 	var ok bool
-	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(t)).Scan(&ok)
-	if err == nil && ok {
-		err = l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", IdentityKey(t)).Scan(&ok)
-		if err == nil && !ok {
-			// Held without the main lock: a session between its two takes
-			// or releases. Give the main one back and skip this run.
-			_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", Key(t))
-		}
-	}
-	if err == nil && !ok {
-		err = l.heldBy(ctx)
-	} else if err != nil {
+	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", IdentityKey(t)).Scan(&ok)
+	switch {
+	case err != nil:
 		err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
+	case !ok:
+		err = l.heldBy(ctx, IdentityKey(t), true)
+	default:
+		err = l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(t)).Scan(&ok)
+		if err == nil && !ok {
+			// Give the identity lock back: this run does not go.
+			if _, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", IdentityKey(t)); err == nil {
+				err = l.heldBy(ctx, Key(t), false)
+			}
+		}
+		if err != nil && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrCollision) {
+			err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
+		}
 	}
 	if err != nil {
 		if l.own {
@@ -161,12 +169,13 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 	return l, nil
 }
 
-// heldBy says who holds the lock:
-// ErrHeld when the holder also holds the identity lock (another process of
-// the same source), ErrCollision otherwise.
-func (l *Lock) heldBy(ctx context.Context) error {
+// heldBy says who holds the lock of key: ErrHeld when it is our identity
+// lock (same is true: another process of the same source), or the main
+// lock released meanwhile; ErrCollision when another session holds the
+// main lock while this one held our identity lock (another source).
+func (l *Lock) heldBy(ctx context.Context, key string, same bool) error {
 	t := l.target
-	h, same, err := holder(ctx, l.conn, t)
+	h, err := holder(ctx, l.conn, key)
 	switch {
 	case err != nil:
 		return &sourceerr.SourceError{Source: t.Source, Err: fmt.Errorf("%w (it could not be identified: %v); this run is skipped", ErrHeld, err)}
@@ -186,27 +195,26 @@ const (
   AND l.objid::bigint = k.k & 4294967295`
 )
 
-// holder finds the session holding the lock of t in pg_locks, and whether
-// it also holds the identity lock of t.
-func holder(ctx context.Context, conn *pgx.Conn, t Target) (h Holder, same bool, err error) {
+// holder finds the session holding the advisory lock of key in pg_locks
+// (a zero Holder when none does: released meanwhile).
+func holder(ctx context.Context, conn *pgx.Conn, key string) (h Holder, err error) {
 	var start *time.Time
 	err = conn.QueryRow(ctx, `
 SELECT a.pid, coalesce(a.application_name, ''), coalesce(host(a.client_addr), 'local'),
-       coalesce(a.client_port, 0), a.backend_start,
-       EXISTS (SELECT 1 FROM pg_locks l, (SELECT hashtextextended($2, 0) AS k) k WHERE l.pid = a.pid AND `+lockMatch+`)
+       coalesce(a.client_port, 0), a.backend_start
 FROM `+lockKey+`, pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
 WHERE `+lockMatch+`
-LIMIT 1`, Key(t), IdentityKey(t)).Scan(&h.PID, &h.ApplicationName, &h.ClientAddr, &h.ClientPort, &start, &same)
+LIMIT 1`, key).Scan(&h.PID, &h.ApplicationName, &h.ClientAddr, &h.ClientPort, &start)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Holder{}, true, nil // released meanwhile
+		return Holder{}, nil // released meanwhile
 	}
 	if err != nil {
-		return Holder{}, false, fmt.Errorf("look up the holder of the run lock of %s: %w", t.Source, err)
+		return Holder{}, fmt.Errorf("look up the holder of the run lock of %s: %w", key, err)
 	}
 	if start != nil {
 		h.BackendStart = *start
 	}
-	return h, same, nil
+	return h, nil
 }
 
 // Check fails with ErrLost when the lock lives on its own connection and

@@ -121,13 +121,14 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 		return true, nil
 	}
 	var why string
+	behind := false // the state file is behind the record, or has no watermark
 	switch {
 	case slices.Equal(rec.Cursor, st.Cursor):
 		return false, nil
 	case st.Cursor == nil && st.From != "":
 		return false, nil // a resync --from point the record has followed already
 	case st.Cursor == nil:
-		why = "the state file holds no watermark for it (lost, or replaced by an older one)"
+		why, behind = "the state file holds no watermark for it (lost, or replaced by an older one)", true
 	case rec.Cursor == nil:
 		why = "the copy holds no page of the state file's watermark: the sink was restored from a backup taken before syncd wrote it, or the copy was rebuilt"
 	default:
@@ -136,6 +137,7 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 			return false, err
 		}
 		if less {
+			behind = true
 			why = "the state file is behind the copy (restored from a backup, or a crash came between a page's commit and its watermark)"
 		} else {
 			why = "the copy is behind the state file: the sink was restored from a backup to an older point, or lost commits"
@@ -154,8 +156,15 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 			return true, nil
 		}
 	}
-	r.log.Warn("the state file and the sink's record of the copy disagree; resuming from the sink's record, which moves in each page's own transaction",
-		"copy", rec.Copy, "state_file_cursor", cursorText(st.Cursor), "sink_cursor", cursorText(rec.Cursor), "reason", why)
+	attrs := []any{"copy", rec.Copy, "state_file_cursor", cursorText(st.Cursor), "sink_cursor", cursorText(rec.Cursor), "reason", why}
+	if behind && rec.Writer != writerName() {
+		// Another process (a replica sharing the sources) ran the source
+		// since this state file's last run: the usual hand-over, no alarm.
+		r.log.Info("resuming from the sink's record: another syncd process ran this source since this state file's last run",
+			"copy", rec.Copy, "last_writer", rec.Writer, "state_file_cursor", cursorText(st.Cursor), "sink_cursor", cursorText(rec.Cursor))
+	} else {
+		r.log.Warn("the state file and the sink's record of the copy disagree; resuming from the sink's record, which moves in each page's own transaction", attrs...)
+	}
 	err = r.o.Store.Update(r.c.Name, func(st *watermark.State) error {
 		st.Cursor, st.From = rec.Cursor, ""
 		// The stored bound and a first load belong to the old position.

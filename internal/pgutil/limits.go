@@ -46,11 +46,23 @@ func ConnectSink(ctx context.Context, dsn string, l Limits) (*pgx.Conn, error) {
 
 // applyLimits sets each limit of l on the session unless the session's
 // own is stricter. pg_settings gives both in milliseconds.
+//
+// It also sets the server's TCP keepalives of the session, where nobody
+// configured them (the server, database, role or DSN): a sink session may
+// hold a run lock while idle, and the server releases it only when it
+// notices the connection is gone. A process killed on a live host closes
+// its sockets; a host that vanishes (a lost node) does not, and with the
+// operating system's default keepalive (two hours) its sources would wait
+// that long for another replica. With these, about a minute.
 func applyLimits(ctx context.Context, conn *pgx.Conn, l Limits) error {
 	_, err := conn.Exec(ctx, `
 SELECT set_config(name, CASE WHEN want = 0 OR (have > 0 AND have <= want) THEN have ELSE want END::text || 'ms', false)
 FROM (SELECT name, setting::bigint AS have, CASE name WHEN 'lock_timeout' THEN $1::bigint ELSE $2::bigint END AS want
-      FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')) s`,
+      FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')) s
+UNION ALL
+SELECT set_config(name, want, false)
+FROM pg_settings JOIN (VALUES ('tcp_keepalives_idle', '30'), ('tcp_keepalives_interval', '10'), ('tcp_keepalives_count', '3')) k(n, want) ON name = n
+WHERE source = 'default'`,
 		l.Lock.Milliseconds(), l.Statement.Milliseconds())
 	return err
 }

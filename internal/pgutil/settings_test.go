@@ -31,3 +31,29 @@ func TestSessionSettingsWinOverADSNSpelledOtherwise(t *testing.T) {
 		}
 	}
 }
+
+// A sink session gets the server's TCP keepalives (about a minute to
+// notice a vanished host and release its run lock), unless they were
+// configured: the DSN's (or the server's) are kept.
+func TestSinkSessionKeepalives(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	for dsn, want := range map[string][3]string{
+		db.URL: {"30", "10", "3"},
+		db.URL + "&options=" + "-c%20tcp_keepalives_idle%3D600": {"600", "10", "3"},
+	} {
+		conn, err := pgutil.ConnectSink(ctx, dsn, pgutil.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got [3]string
+		err = conn.QueryRow(ctx, "SELECT current_setting('tcp_keepalives_idle'), current_setting('tcp_keepalives_interval'), current_setting('tcp_keepalives_count')").Scan(&got[0], &got[1], &got[2])
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s: keepalives idle, interval, count = %v, want %v", dsn, got, want)
+		}
+	}
+}
