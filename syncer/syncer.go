@@ -62,6 +62,12 @@ type Options struct {
 	// Test, nil in production, lets a test act at moments inside a run
 	// that no callback above reaches (inside a page's transaction).
 	Test *plan.TestSignals
+	// QuietIdle logs an incremental run (one that starts from a
+	// watermark) that reads no row at debug level: its "run started" and
+	// its "run done". The daemon sets it, so that hundreds of sources
+	// that have caught up do not write two INFO lines per tick; its
+	// periodic summary counts them.
+	QuietIdle bool
 	// FirstLoad tunes the first load of an empty copy (nil: the defaults,
 	// overridden by the environment; see FirstLoadOptions).
 	FirstLoad *FirstLoadOptions
@@ -123,6 +129,11 @@ type Result struct {
 	// CursorIndex is what the catalog said about the index the page query
 	// walks (nil: not read, as for a campaign or a run that failed first).
 	CursorIndex *source.CursorIndex
+}
+
+// idle reports whether the run read and wrote nothing.
+func (r Result) idle() bool {
+	return r.Rows == 0 && r.Written == 0 && r.Deleted == 0 && r.OutsideRows == 0 && r.OutsideWritten == 0
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
@@ -199,6 +210,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// The caller reports the failure once: run --once as its one-line
 		// reason on stderr, the daemon with its retry decision.
 		log.Debug("run failed", append(attrs, "err", err)...)
+	case o.QuietIdle && res.idle():
+		log.Debug("run done", attrs...)
 	default:
 		log.Info("run done", attrs...)
 	}
