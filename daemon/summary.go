@@ -10,7 +10,7 @@ import (
 const DefaultSummaryEvery = time.Minute
 
 // summary counts what the jobs did since the last summary line. A run that
-// reads no row logs at debug level only (syncer.Options.QuietIdle), so on
+// writes no row logs at debug level only (syncer.Options.QuietIdle), so on
 // a daemon that has caught up this line is the INFO log.
 type summary struct {
 	mu sync.Mutex
@@ -20,7 +20,7 @@ type summary struct {
 // counts are the summary's numbers.
 type counts struct {
 	runs       int // syncs that ended
-	idle       int // of which read no row
+	idle       int // of which wrote nothing
 	failed     int // syncs and reconciles that failed
 	reconciles int
 	rows       int64 // rows read
@@ -35,7 +35,7 @@ func (s *summary) ran(name string, rows, written int64, failed bool, took time.D
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.runs++
-	if rows == 0 && written == 0 {
+	if written == 0 {
 		s.idle++
 	}
 	if failed {

@@ -63,8 +63,9 @@ type Options struct {
 	// that no callback above reaches (inside a page's transaction).
 	Test *plan.TestSignals
 	// QuietIdle logs an incremental run (one that starts from a
-	// watermark) that reads no row at debug level: its "run started" and
-	// its "run done". The daemon sets it, so that hundreds of sources
+	// watermark) that changes nothing in the copy (it may read rows of the
+	// lookback window again, but writes none) at debug level: its "run
+	// started" and its "run done". The daemon sets it, so that hundreds of sources
 	// that have caught up do not write two INFO lines per tick; its
 	// periodic summary counts them.
 	QuietIdle bool
@@ -131,9 +132,10 @@ type Result struct {
 	CursorIndex *source.CursorIndex
 }
 
-// idle reports whether the run read and wrote nothing.
+// idle reports whether the run changed nothing in the copy: it may have
+// read rows again (the lookback window) but wrote none.
 func (r Result) idle() bool {
-	return r.Rows == 0 && r.Written == 0 && r.Deleted == 0 && r.OutsideRows == 0 && r.OutsideWritten == 0
+	return r.Written == 0 && r.Deleted == 0 && r.OutsideWritten == 0
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
