@@ -3,6 +3,8 @@ package daemon
 import (
 	"sync"
 	"time"
+
+	"github.com/syncd/syncd/internal/saidonce"
 )
 
 // DefaultSummaryEvery is how often the daemon logs its summary line when
@@ -15,6 +17,7 @@ const DefaultSummaryEvery = time.Minute
 type summary struct {
 	mu sync.Mutex
 	counts
+	repeats int64 // saidonce.Repeats at the last summary
 }
 
 // counts are the summary's numbers.
@@ -69,12 +72,15 @@ func (s *summary) waited(d time.Duration) {
 }
 
 // take returns the counts and starts new ones.
-func (s *summary) take() counts {
+func (s *summary) take() (counts, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := s.counts
 	s.counts = counts{}
-	return out
+	now := saidonce.Repeats()
+	repeated := now - s.repeats
+	s.repeats = now
+	return out, repeated
 }
 
 // summaries logs the summary every Options.SummaryEvery until the stop,
@@ -101,7 +107,7 @@ func (d *daemon) summaries() <-chan struct{} {
 }
 
 func (d *daemon) logSummary() {
-	s := d.sum.take()
+	s, repeated := d.sum.take()
 	if s.runs+s.reconciles == 0 {
 		return
 	}
@@ -114,5 +120,6 @@ func (d *daemon) logSummary() {
 	d.log.Info("summary", "every", d.o.SummaryEvery.String(), "sources", sources, "runs", s.runs, "runs_idle", s.idle,
 		"rows", s.rows, "written", s.written, "reconciles", s.reconciles, "failed", s.failed,
 		"slowest", s.slowest, "slowest_duration", s.slowestFor.Round(time.Millisecond).String(),
-		"max_wait", s.maxWait.Round(time.Millisecond).String(), "running", running, "queued", queued)
+		"max_wait", s.maxWait.Round(time.Millisecond).String(), "running", running, "queued", queued,
+		"warnings_repeated", repeated)
 }
