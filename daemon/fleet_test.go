@@ -197,3 +197,27 @@ func TestReconcileDueWaitsForTheSync(t *testing.T) {
 		t.Errorf("a tick was logged as skipped at INFO")
 	}
 }
+
+// A budget or a summary period that is not positive is a usage error
+// (exit 2) naming the flag or the variable, before the daemon starts.
+func TestBudgetFlagsRefuseNonsense(t *testing.T) {
+	f := newFixture(t)
+	path := f.source(t, "orders.yaml", "orders", "src", "copy", "")
+	state := filepath.Join(t.TempDir(), "state.db")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--max-concurrent-runs", "-1"}, "--max-concurrent-runs -1: give a positive number"},
+		{[]string{"SYNCD_MAX_CONCURRENT_RUNS=many"}, nil, `$SYNCD_MAX_CONCURRENT_RUNS="many": give a positive number`},
+		{nil, []string{"--summary-every", "-1s"}, "--summary-every -1s: give a positive duration"},
+		{[]string{"SYNCD_SUMMARY_EVERY=0s"}, nil, `$SYNCD_SUMMARY_EVERY="0s": give a positive duration`},
+	} {
+		args := append([]string{"run", "--config", path, "--state", state, "--listen", ""}, c.args...)
+		code, _, stderr := runSyncd(t, c.env, args...)
+		if code != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.env, c.args, code, stderr, c.want)
+		}
+	}
+}
