@@ -120,6 +120,8 @@ type Result struct {
 	OutsideWritten   int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
+	// incremental is true when the run started from a watermark.
+	incremental bool
 	// lookbackBound is the run's read bound when it sees every writer
 	// (trustedBound), stored for the next run's start when the run ends
 	// without error.
@@ -132,10 +134,11 @@ type Result struct {
 	CursorIndex *source.CursorIndex
 }
 
-// idle reports whether the run changed nothing in the copy: it may have
-// read rows again (the lookback window) but wrote none.
+// idle reports whether the run started from a watermark and changed
+// nothing in the copy: it may have read rows again (the lookback window)
+// but wrote none.
 func (r Result) idle() bool {
-	return r.Written == 0 && r.Deleted == 0 && r.OutsideWritten == 0
+	return r.incremental && r.Written == 0 && r.Deleted == 0 && r.OutsideWritten == 0
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
