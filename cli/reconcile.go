@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -25,14 +26,17 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	all := fs.Bool("all", false, "reconcile every source of the config (a pattern source: every table it matches), one summary line each; exit 0 only when every copy equals its source")
 	repair := fs.Bool("repair", false, "write the source's values over every difference, then compare again")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (with --all: an array, one object per source)")
+	concurrency := fs.Int("concurrency", DefaultReconcileConcurrency, "with --all: how many sources are reconciled at once (each holds sessions on its source and its copy)")
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
 	}
 	switch {
 	case *all && *name != "":
 		return fmt.Errorf("--all and --source exclude each other: name one source, or reconcile them all: %w", ErrUsage)
+	case *all && *concurrency < 1:
+		return fmt.Errorf("--concurrency %d: give at least 1: %w", *concurrency, ErrUsage)
 	case *all:
-		return reconcileAll(ctx, env, c, *repair, *asJSON)
+		return reconcileAll(ctx, env, c, *repair, *asJSON, *concurrency)
 	case *name == "":
 		return fmt.Errorf("--source or --all is required: %w", ErrUsage)
 	}
@@ -68,12 +72,17 @@ type SourceReconcile struct {
 	Report  *reconcile.Report `json:"report,omitempty"`
 }
 
+// DefaultReconcileConcurrency is how many sources `reconcile --all`
+// reconciles at once unless --concurrency says otherwise.
+const DefaultReconcileConcurrency = 4
+
 // reconcileAll reconciles every source of the config, pattern sources
-// expanded against their catalogs, one after the other, and prints one
-// summary line per source (or a JSON array). A source that cannot be
-// reconciled does not stop the others. The exit code is the worst one:
-// 0 when every copy provably equals its source, 1 otherwise.
-func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool) error {
+// expanded against their catalogs, at most concurrency at once, and prints
+// one line per source in the order of the config (or a JSON array), then
+// one line that counts them. A source that cannot be reconciled does not
+// stop the others. The exit code is the worst one: 0 when every copy
+// provably equals its source, 1 otherwise.
+func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, concurrency int) error {
 	cfgs, err := load(env, c.config, "")
 	if err != nil {
 		return err
@@ -83,48 +92,106 @@ func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool) 
 		return err
 	}
 	reportSkipped(env, "reconcile", skipped)
-	var out []SourceReconcile
-	var bad []string
-	for _, cfg := range cfgs {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		r := SourceReconcile{Source: cfg.Name}
-		rep, err := Reconcile(ctx, env, cfg, c.state, repair)
-		switch {
-		case err != nil:
-			r.Outcome, r.Error = "error", oneLine(err.Error())
-		default:
-			r.Report = rep
-			if oerr := reconcileOutcome(cfg, rep); oerr != nil {
-				msg := strings.TrimSuffix(oerr.Error(), ": "+ErrDifferences.Error())
-				r.Outcome, r.Message = "differences", strings.TrimPrefix(msg, "source "+cfg.Name+": ")
-			} else {
-				r.Outcome = "equal"
+	// Each source's result, ready when its channel is closed.
+	out := make([]SourceReconcile, len(cfgs))
+	ready := make([]chan struct{}, len(cfgs))
+	for i := range ready {
+		ready[i] = make(chan struct{})
+	}
+	slots := make(chan struct{}, concurrency)
+	var wg sync.WaitGroup
+	for i, cfg := range cfgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(ready[i])
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				out[i] = SourceReconcile{Source: cfg.Name, Outcome: "error", Error: oneLine(ctx.Err().Error())}
+				return
 			}
-		}
+			defer func() { <-slots }()
+			out[i] = reconcileOne(ctx, env, cfg, c.state, repair)
+		}()
+	}
+	var bad []string
+	var n reconcileCounts
+	for i, cfg := range cfgs {
+		<-ready[i]
+		r := out[i]
 		if r.Outcome != "equal" {
 			bad = append(bad, cfg.Name)
 		}
+		n.add(r)
 		if !asJSON {
 			printSummary(env.Stdout, cfg, r)
 		}
-		out = append(out, r)
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	if asJSON {
-		if out == nil {
-			out = []SourceReconcile{}
-		}
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
+		// The summary line goes to stderr: stdout stays one JSON value.
+		fmt.Fprintln(env.Stderr, n.line())
+	} else {
+		fmt.Fprintln(env.Stdout, n.line())
 	}
 	if len(bad) > 0 {
 		return fmt.Errorf("%d of %d sources are not proven equal to their source (%s); see the line of each above: %w", len(bad), len(out), strings.Join(bad, ", "), ErrDifferences)
 	}
 	return nil
+}
+
+// reconcileOne reconciles one source of `reconcile --all`.
+func reconcileOne(ctx context.Context, env *Env, cfg *config.Config, state string, repair bool) SourceReconcile {
+	r := SourceReconcile{Source: cfg.Name}
+	rep, err := Reconcile(ctx, env, cfg, state, repair)
+	switch {
+	case err != nil:
+		r.Outcome, r.Error = "error", oneLine(err.Error())
+	default:
+		r.Report = rep
+		if oerr := reconcileOutcome(cfg, rep); oerr != nil {
+			msg := strings.TrimSuffix(oerr.Error(), ": "+ErrDifferences.Error())
+			r.Outcome, r.Message = "differences", strings.TrimPrefix(msg, "source "+cfg.Name+": ")
+		} else {
+			r.Outcome = "equal"
+		}
+	}
+	return r
+}
+
+// reconcileCounts are the counts of the last line of `reconcile --all`.
+type reconcileCounts struct {
+	sources, equal, differ, notCovered, failed int
+}
+
+// add counts one source: a copy that differs counts as differing even
+// when some rows were not compared too; one that does not differ but has
+// rows not compared yet counts as not covered.
+func (n *reconcileCounts) add(r SourceReconcile) {
+	n.sources++
+	switch {
+	case r.Outcome == "equal":
+		n.equal++
+	case r.Outcome == "error" || r.Report == nil:
+		n.failed++
+	case !r.Report.Final().Equal():
+		n.differ++
+	default:
+		n.notCovered++
+	}
+}
+
+func (n reconcileCounts) line() string {
+	return fmt.Sprintf("reconcile --all: %d sources: %d equal, %d differ, %d not covered, %d failed", n.sources, n.equal, n.differ, n.notCovered, n.failed)
 }
 
 // printSummary writes the one line `reconcile --all` prints per source.
@@ -218,6 +285,10 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 // it, the outcome is left out (the daemon records its own reconciles) and
 // the command's result is unchanged.
 func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.Time, rep *reconcile.Report) {
+	// The reconciles of `reconcile --all` run at once: one at a time
+	// takes the file, so that they do not make each other give up.
+	recordMu.Lock()
+	defer recordMu.Unlock()
 	store, err := watermark.Open(statePath, 200*time.Millisecond)
 	if err == nil {
 		defer store.Close()
@@ -227,6 +298,10 @@ func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.
 		env.Logger.Info("reconcile outcome not recorded in the state file", "source", cfg.Name, "state", statePath, "reason", oneLine(err.Error()))
 	}
 }
+
+// recordMu makes this process's reconciles record their outcomes one at a
+// time.
+var recordMu sync.Mutex
 
 // printReport writes the report for people: counts, then a bounded list of
 // keys of each kind.

@@ -159,12 +159,17 @@ type daemonFlags struct {
 	listenSet       bool // --listen was given, not defaulted
 	shutdownTimeout time.Duration
 	tokenFile       string
+	maxRuns         int
+	summaryEvery    time.Duration
 }
 
 func (d *daemonFlags) register(fs interface {
 	StringVar(*string, string, string, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
+	IntVar(*int, string, int, string)
 }) {
+	fs.IntVar(&d.maxRuns, "max-concurrent-runs", 0, "at most this many syncs and scheduled reconciles run at once; the others due wait in turn (default $SYNCD_MAX_CONCURRENT_RUNS, else twice the CPUs, between 2 and 8)")
+	fs.DurationVar(&d.summaryEvery, "summary-every", 0, "how often the daemon logs its summary of the runs at INFO (default $SYNCD_SUMMARY_EVERY, else 1m)")
 	fs.StringVar(&d.listen, "listen", daemon.DefaultListen, "admin HTTP address of the daemon (/healthz /readyz /metrics /status /resync); \"\" for none")
 	fs.DurationVar(&d.shutdownTimeout, "shutdown-timeout", daemon.DefaultShutdownTimeout, "on SIGTERM/SIGINT, how long to wait for the pages in flight to commit")
 	fs.StringVar(&d.tokenFile, "admin-token-file", "", "file holding the admin token that enables POST /resync (default $SYNCD_ADMIN_TOKEN)")

@@ -74,3 +74,35 @@ func (c *fakeClock) fire(t *testing.T) {
 		return true
 	})
 }
+
+// advance waits until the scheduler waits for its next tick and moves the
+// clock by d (at least to that tick): every schedule due meanwhile ticks
+// once, whatever its place in the period (the daemon spreads the ticks of
+// its sources over their period).
+func (c *fakeClock) advance(t *testing.T, d time.Duration) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the scheduler to wait for its next tick", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return len(c.waits) > 0
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := c.waits[0].at
+	for _, w := range c.waits {
+		if w.at.Before(next) {
+			next = w.at
+		}
+	}
+	c.now = c.now.Add(d)
+	if next.After(c.now) {
+		c.now = next
+	}
+	c.waits = slices.DeleteFunc(c.waits, func(w *fakeWait) bool {
+		if w.at.After(c.now) {
+			return false
+		}
+		close(w.ch)
+		return true
+	})
+}

@@ -88,6 +88,13 @@ type Options struct {
 	AdminToken string
 	// ShutdownTimeout bounds the wait for runs in flight after Stop.
 	ShutdownTimeout time.Duration
+	// MaxConcurrentRuns is the budget of jobs (syncs and scheduled
+	// reconciles) that run at once; the others due wait in turn (0:
+	// DefaultMaxConcurrentRuns).
+	MaxConcurrentRuns int
+	// SummaryEvery is how often the daemon logs its summary of the runs
+	// (0: DefaultSummaryEvery).
+	SummaryEvery time.Duration
 
 	// Stop is closed for a graceful stop; cancelling Run's context forces one.
 	Stop <-chan struct{}
@@ -131,6 +138,8 @@ type daemon struct {
 	m       *metrics.Metrics
 	reg     *prometheus.Registry
 	cron    *scheduler
+	budget  *budget
+	sum     *summary
 	ctx     context.Context // cancelled only to force an exit
 	stopCtx context.Context // cancelled at the graceful stop as well
 	stop    chan struct{}   // closed at the graceful stop
@@ -161,6 +170,12 @@ func Run(ctx context.Context, o Options) error {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if o.MaxConcurrentRuns <= 0 {
+		o.MaxConcurrentRuns = DefaultMaxConcurrentRuns()
+	}
+	if o.SummaryEvery <= 0 {
+		o.SummaryEvery = DefaultSummaryEvery
+	}
 	reg := o.Registry
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -174,6 +189,8 @@ func Run(ctx context.Context, o Options) error {
 		reg:      reg,
 		m:        metrics.New(reg, o.Version),
 		cron:     newScheduler(o.Clock),
+		budget:   newBudget(o.MaxConcurrentRuns, newBudgetMetrics(reg)),
+		sum:      &summary{},
 		ctx:      ctx,
 		stopCtx:  stopCtx,
 		stop:     make(chan struct{}),
@@ -232,7 +249,10 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	d.cron.start()
-	d.log.Info("daemon started", "sources", len(o.Configs), "state", o.Store.Path(), "version", o.Version)
+	d.log.Info("daemon started", "sources", len(o.Configs), "state", o.Store.Path(), "version", o.Version,
+		"max_concurrent_runs", o.MaxConcurrentRuns, "summary_every", o.SummaryEvery.String())
+	summaryDone := d.summaries()
+	defer func() { <-summaryDone }()
 
 	for loop := true; loop; {
 		select {

@@ -28,7 +28,7 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	// (every row unchanged).
 	copyThenResync(t, path, state)
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
+	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
 	testutil.Eventually(t, 30*time.Second, "three runs", func() bool { return p.Output.Count("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")

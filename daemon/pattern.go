@@ -74,7 +74,7 @@ func (d *daemon) addPattern(c *config.Config) {
 
 func (d *daemon) schedulePattern(p *pattern) {
 	name := p.cfg.Name
-	id, err := d.cron.add(p.cfg.Schedule, func() {
+	id, err := d.cron.addSpread(p.cfg.Schedule, name+"\x00match", func() {
 		if d.begin() {
 			defer d.jobDone()
 			d.expand(name)

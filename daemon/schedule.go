@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -76,9 +77,18 @@ func newScheduler(clock Clock) *scheduler {
 
 // add schedules job by spec (read by config.ScheduleParser).
 func (s *scheduler) add(spec string, job func()) (entryID, error) {
+	return s.addSpread(spec, "", job)
+}
+
+// addSpread schedules job by spec, moved by a stable offset derived from
+// key (see spread); "" moves nothing.
+func (s *scheduler) addSpread(spec, key string, job func()) (entryID, error) {
 	sched, err := config.ScheduleParser().Parse(spec)
 	if err != nil {
 		return 0, fmt.Errorf("schedule %q: %w", spec, err)
+	}
+	if key != "" {
+		sched = spread(sched, key)
 	}
 	s.mu.Lock()
 	s.last++
@@ -174,4 +184,80 @@ func (s *scheduler) due() ([]func(), time.Time) {
 		}
 	}
 	return jobs, next
+}
+
+// Spreading the ticks. Sources that share a schedule would all fire at the
+// same instant (robfig's @every counts from the moment the entry is
+// added, cron specs from the wall clock), so hundreds of tables on one
+// daemon would open their sessions together. Each entry is moved instead
+// by a stable offset, the FNV-1a hash of its key (the source's name and
+// job) taken modulo a span:
+//
+//   - @every D fires at the instants t with (t - offset) a multiple of D
+//     since the Unix epoch, offset = hash mod D (to the millisecond): the
+//     sources sharing D are spread over the whole period, and a source
+//     keeps its place in the period across restarts;
+//   - a cron spec fires at its time plus hash mod min(gap, maxCronJitter),
+//     gap being the time between its next two firings: "0 2 * * *" fires
+//     between 02:00:00 and 02:00:59.
+const maxCronJitter = time.Minute
+
+// offsetOf is key's stable offset in [0, span).
+func offsetOf(key string, span time.Duration) time.Duration {
+	if span < time.Millisecond {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	return time.Duration(h.Sum64()%uint64(span/time.Millisecond)) * time.Millisecond
+}
+
+// spread moves sched by key's offset (see above).
+func spread(sched cron.Schedule, key string) cron.Schedule {
+	if every, ok := sched.(cron.ConstantDelaySchedule); ok {
+		return everySchedule{period: every.Delay, offset: offsetOf(key, every.Delay)}
+	}
+	return &jitterSchedule{inner: sched, key: key}
+}
+
+// everySchedule fires every period, offset into the period.
+type everySchedule struct {
+	period, offset time.Duration
+}
+
+func (e everySchedule) Next(t time.Time) time.Time {
+	since := t.Sub(time.Unix(0, 0).Add(e.offset))
+	n := since / e.period
+	if since < 0 {
+		n-- // truncation toward zero
+	}
+	return time.Unix(0, 0).Add(e.offset + (n+1)*e.period).In(t.Location())
+}
+
+// jitterSchedule fires at inner's times plus a stable jitter.
+type jitterSchedule struct {
+	inner cron.Schedule
+	key   string
+}
+
+func (j *jitterSchedule) Next(t time.Time) time.Time {
+	// The inner firing whose jittered time is the first after t: the one
+	// before t's next may still be ahead once jittered.
+	first := j.inner.Next(t.Add(-maxCronJitter))
+	for at := first; !at.IsZero(); at = j.inner.Next(at) {
+		if fire := at.Add(j.jitter(at)); fire.After(t) {
+			return fire
+		}
+	}
+	return time.Time{}
+}
+
+// jitter is the offset of the firing at: key's hash modulo the gap to the
+// next firing, at most maxCronJitter.
+func (j *jitterSchedule) jitter(at time.Time) time.Duration {
+	span := maxCronJitter
+	if next := j.inner.Next(at); !next.IsZero() && next.Sub(at) < span {
+		span = next.Sub(at)
+	}
+	return offsetOf(j.key, span)
 }

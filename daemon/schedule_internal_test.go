@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/syncd/syncd/config"
 )
 
 // stepClock is a Clock a test moves to the next time the scheduler waits
@@ -94,5 +97,58 @@ func TestSchedulerFiresByItsClock(t *testing.T) {
 	case f := <-fired:
 		t.Fatalf("%s fired after the stop", f)
 	default:
+	}
+}
+
+// A spread schedule fires once per period at a place in the period that
+// depends only on its key (the same across restarts), the places of many
+// keys cover the period, and a cron spec is moved by less than a minute.
+func TestSpreadSchedules(t *testing.T) {
+	every, err := config.ScheduleParser().Parse("@every 5s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seconds := map[int]int{}
+	for i := range 300 {
+		key := fmt.Sprintf("public_*.t%d\x00sync", i)
+		sched := spread(every, key)
+		first := sched.Next(start)
+		if !first.After(start) || first.Sub(start) > 5*time.Second {
+			t.Fatalf("%q: first tick at %v, want within 5s after %v", key, first, start)
+		}
+		if again := spread(every, key).Next(start); !again.Equal(first) {
+			t.Fatalf("%q: %v then %v: the offset is not stable", key, first, again)
+		}
+		at := first
+		for range 3 {
+			next := sched.Next(at)
+			if next.Sub(at) != 5*time.Second {
+				t.Fatalf("%q: tick %v then %v, want 5s apart", key, at, next)
+			}
+			at = next
+		}
+		seconds[int(first.Sub(start)/time.Second)]++
+	}
+	for sec := range 5 {
+		if seconds[sec] < 30 {
+			t.Errorf("second %d of the period holds %d of 300 first ticks, want them spread: %v", sec, seconds[sec], seconds)
+		}
+	}
+	daily, err := config.ScheduleParser().Parse("0 2 * * *")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 50 {
+		key := fmt.Sprintf("s%d\x00reconcile", i)
+		got := spread(daily, key).Next(start)
+		want := time.Date(2026, 1, 1, 2, 0, 0, 0, time.UTC)
+		if got.Before(want) || !got.Before(want.Add(time.Minute)) {
+			t.Fatalf("%q: daily 02:00 fires at %v, want within the minute after 02:00", key, got)
+		}
+		// Just after its own firing, the next is the next day's.
+		if next := spread(daily, key).Next(got); next.Sub(got) != 24*time.Hour {
+			t.Fatalf("%q: after %v next is %v, want a day later", key, got, next)
+		}
 	}
 }

@@ -197,7 +197,7 @@ func TestReconcileScheduled(t *testing.T) {
 DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3`)
 	f.insert(t, "src2", 11, 15)
 
-	clock.fire(t) // both reconcile schedules tick
+	clock.advance(t, time.Second) // both reconcile schedules tick (each at its place in the second)
 	testutil.Eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
 	testutil.Eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
 		m := scrape(t, d.addr)
@@ -228,7 +228,7 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 		t.Errorf("kept's copy differs in %d rows, want 8 (left unrepaired)", got)
 	}
 	// After the repair, fixed's next reconcile finds nothing left.
-	clock.fire(t)
+	clock.advance(t, time.Second)
 	testutil.Eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
 		m := scrape(t, d.addr)
 		return m[`syncd_reconcile_differences{kind="missing",source="fixed"}`] == 0 &&

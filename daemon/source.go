@@ -42,13 +42,17 @@ type source struct {
 	logged  string
 	pending *pendingResync // a resync waiting for the run in flight to end
 	removed bool
-	prog    *syncer.Progress // the run going, nil when none
-	phase   string           // what the job going does (syncer.Phase*, phaseReconcile, ...)
+	// reconcileDue is set when the reconcile schedule fired while a job
+	// of the source was going: the reconcile runs when it ends.
+	reconcileDue bool
+	prog         *syncer.Progress // the run going, nil when none
+	phase        string           // what the job going does (syncer.Phase*, phaseReconcile, ...)
 }
 
 // Phases of a job besides a run's own (syncer.Phase*).
 const (
 	phaseReconcile = "reconcile"
+	phaseQueued    = "queued: waiting for a slot of --max-concurrent-runs"
 	phaseRetryWait = "waiting to retry"
 )
 
@@ -129,14 +133,14 @@ func (s *source) schedule(c *config.Config) {
 		s.d.cron.remove(id)
 	}
 	var ids []entryID
-	id, err := s.d.cron.add(c.Schedule, func() { s.tick(jobSync) })
+	id, err := s.d.cron.addSpread(c.Schedule, c.Name+"\x00"+jobSync, func() { s.tick(jobSync) })
 	if err != nil {
 		s.log.Error("schedule not usable; the source will not run", "schedule", c.Schedule, "err", err)
 	} else {
 		ids = append(ids, id)
 	}
 	if c.Reconcile != nil && c.Reconcile.Schedule != "" {
-		id, err := s.d.cron.add(c.Reconcile.Schedule, func() { s.tick(jobReconcile) })
+		id, err := s.d.cron.addSpread(c.Reconcile.Schedule, c.Name+"\x00"+jobReconcile, func() { s.tick(jobReconcile) })
 		if err != nil {
 			s.log.Error("reconcile schedule not usable; reconcile will not run", "schedule", c.Reconcile.Schedule, "err", err)
 		} else {
@@ -182,17 +186,30 @@ func (s *source) start(job string) (*config.Config, bool) {
 	if !busy && !removed {
 		s.busy = true
 	}
+	// Set with the look at busy, so that the job going cannot end
+	// between the two unseen (it starts the reconcile when it ends).
+	firstDue := busy && !removed && job == jobReconcile && !s.reconcileDue
+	if busy && !removed && job == jobReconcile {
+		s.reconcileDue = true
+	}
 	s.mu.Unlock()
 	if busy || removed {
 		s.d.jobDone()
-		if busy {
-			s.log.Info("tick skipped: the previous run of this source is still going", "job", job)
-			if job == jobSync {
-				s.d.m.SkippedTick(cfg.Name)
-			} else {
-				s.d.m.ReconcileDone(cfg.Name, metrics.OutcomeSkipped, 0)
-			}
+		if !busy {
+			return nil, false
 		}
+		if job == jobReconcile {
+			// A due reconcile is never lost to a sync that runs long: it
+			// runs when the job going (or waiting for the budget) ends.
+			if firstDue {
+				s.log.Info("reconcile due while another job of this source is going or queued: it runs when that job ends")
+			}
+			return nil, false
+		}
+		// The metric counts them; a long run would repeat the line at
+		// every tick.
+		s.log.Debug("tick skipped: the previous run of this source is still going", "job", job)
+		s.d.m.SkippedTick(cfg.Name)
 		return nil, false
 	}
 	return cfg, true
@@ -200,16 +217,33 @@ func (s *source) start(job string) (*config.Config, bool) {
 
 func (s *source) runJob(job string, cfg *config.Config) {
 	defer s.d.jobDone()
+	s.setPhase(phaseQueued)
+	queued := time.Now()
+	if !s.d.budget.acquire(s.d.stop) {
+		s.finish(job, metrics.OutcomeStopped, nil)
+		return
+	}
+	s.setPhase("")
+	s.d.sum.waited(time.Since(queued))
+	s.log.Debug("job started", "job", job, "waited", since(queued))
+	defer func() {
+		s.log.Debug("job ended", "job", job)
+		s.d.budget.release()
+		s.startDueReconcile()
+	}()
 	started := time.Now()
 	if job == jobReconcile {
 		s.setPhase(phaseReconcile)
 		outcome := s.reconcile(cfg, started)
 		s.d.m.ReconcileDone(cfg.Name, outcome, time.Since(started))
+		s.d.sum.reconciled(cfg.Name, outcome == metrics.OutcomeFailed, time.Since(started))
 		s.finish(job, outcome, nil)
 		return
 	}
-	outcome, err := s.attempts(cfg)
+	var rows, written int64
+	outcome, err := s.attempts(cfg, &rows, &written)
 	s.d.m.RunDone(cfg.Name, outcome, time.Since(started))
+	s.d.sum.ran(cfg.Name, rows, written, outcome == metrics.OutcomeFailed, time.Since(started))
 	s.finish(job, outcome, err)
 }
 
@@ -278,13 +312,34 @@ func (s *source) finish(job, outcome string, err error) {
 	}
 }
 
+// startDueReconcile starts the reconcile that came due while the job that
+// just ended was going (queued through the budget like any job).
+func (s *source) startDueReconcile() {
+	s.mu.Lock()
+	due := s.reconcileDue && !s.busy && !s.removed
+	if due {
+		s.reconcileDue = false
+	}
+	s.mu.Unlock()
+	if !due {
+		return
+	}
+	if cfg, ok := s.start(jobReconcile); ok {
+		go s.runJob(jobReconcile, cfg)
+	}
+}
+
 // attempts runs the source until caught up, trying again after transient
 // faults with backoff. Each attempt is a new syncer.Run, which starts from
 // the watermark of the last committed page.
-func (s *source) attempts(cfg *config.Config) (string, error) {
+//
+// The rows read and written by its pages are added to *rows and *written.
+func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, error) {
 	b := s.d.o.Backoff.Defaults()
 	name := cfg.Name
 	onPage := func(p syncer.PageStats) {
+		*rows += p.Rows
+		*written += p.Written + p.Deleted
 		var wm time.Time
 		if len(p.Cursor) > 0 {
 			wm, _ = pgutil.ParseTime(p.Cursor[0])
@@ -298,7 +353,7 @@ func (s *source) attempts(cfg *config.Config) (string, error) {
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
-			AfterCommit: afterCommit,
+			AfterCommit: afterCommit, QuietIdle: true,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

@@ -3,15 +3,15 @@ package syncer
 import (
 	"context"
 	"strings"
-	"sync"
 
+	"github.com/syncd/syncd/internal/saidonce"
 	"github.com/syncd/syncd/source"
 )
 
 // indexWarned holds the sources whose missing cursor index this process
 // has logged: the warning is said once per process and table, the metric
 // syncd_cursor_index_missing says it for as long as it lasts.
-var indexWarned sync.Map
+var indexWarned saidonce.Set
 
 // checkIndex reads from the catalog whether the source table has an index
 // in cursor order, records it in the result and, the first time this
@@ -26,10 +26,10 @@ func (r *runner) checkIndex(ctx context.Context, src *source.Reader) {
 	}
 	r.res.CursorIndex = &ci
 	if ci.Name != "" {
-		indexWarned.Delete(r.c.Name) // dropped again later: said again
+		indexWarned.Forget(r.c.Name) // dropped again later: said again
 		return
 	}
-	if _, said := indexWarned.LoadOrStore(r.c.Name, true); said {
+	if !indexWarned.First(r.c.Name) {
 		return
 	}
 	r.log.Warn("no index has the cursor columns first: every page reads and sorts the whole table; create the index (said once; syncd_cursor_index_missing stays 1 meanwhile)",

@@ -2,12 +2,18 @@ package syncer
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
+	"github.com/syncd/syncd/internal/saidonce"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 )
+
+// outsideWarned holds the sources whose rows outside the cursor were
+// warned about by this process.
+var outsideWarned saidonce.Set
 
 // copyOutside is the extra pass at the end of a run that caught up: it
 // counts the rows no cursor page can reach (a NULL cursor column, a first
@@ -27,11 +33,20 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 	}
 	res.NullCursorRows, res.AheadOfClockRows = out.NullCursor, out.Ahead
 	res.outsideCounted = true
+	name := o.Config.Name
 	if out.Total() == 0 {
+		outsideWarned.Forget(name)
 		return nil
 	}
+	// Said once while the same rows remain (syncd_rows_null_cursor and
+	// syncd_rows_ahead_of_clock show
+	// their count meanwhile); at debug level at the other runs.
+	lvl := slog.LevelWarn
+	if !outsideWarned.Changed(name, fmt.Sprint(out.NullCursor, " ", out.Ahead)) {
+		lvl = slog.LevelDebug
+	}
 	for _, w := range out.Warnings(src) {
-		log.Warn(w, "table", src.Table.Ident.String(), "rows_null_cursor", out.NullCursor, "rows_ahead_of_clock", out.Ahead)
+		log.Log(ctx, lvl, w, "table", src.Table.Ident.String(), "rows_null_cursor", out.NullCursor, "rows_ahead_of_clock", out.Ahead)
 	}
 	limit := o.Config.Source.PageSize
 	var after []string

@@ -95,7 +95,13 @@ func startProgress(ctx context.Context, o Options, log *slog.Logger, src *source
 	}
 	pr := &progress{log: log, report: o.OnProgress, done: make(chan struct{}),
 		p: Progress{Started: time.Now().UTC(), From: from, Estimate: est, Left: est, ETASeconds: -1}}
-	log.Info("run started", "from", from, "rows_estimate", est)
+	lvl := slog.LevelInfo
+	if o.QuietIdle && st.Cursor != nil {
+		// An incremental run of the daemon: most read nothing. One that
+		// reads rows says so in its "run done" (and its progress lines).
+		lvl = slog.LevelDebug
+	}
+	log.Log(ctx, lvl, "run started", "from", from, "rows_estimate", est)
 	if pr.report != nil {
 		pr.report(pr.p)
 	}

@@ -62,6 +62,13 @@ type Options struct {
 	// Test, nil in production, lets a test act at moments inside a run
 	// that no callback above reaches (inside a page's transaction).
 	Test *plan.TestSignals
+	// QuietIdle logs an incremental run (one that starts from a
+	// watermark) that changes nothing in the copy (it may read rows of the
+	// lookback window again, but writes none) at debug level: its "run
+	// started" and its "run done". The daemon sets it, so that hundreds of sources
+	// that have caught up do not write two INFO lines per tick; its
+	// periodic summary counts them.
+	QuietIdle bool
 	// FirstLoad tunes the first load of an empty copy (nil: the defaults,
 	// overridden by the environment; see FirstLoadOptions).
 	FirstLoad *FirstLoadOptions
@@ -113,6 +120,8 @@ type Result struct {
 	OutsideWritten   int64
 	// outsideCounted is true when the extra pass counted them.
 	outsideCounted bool
+	// incremental is true when the run started from a watermark.
+	incremental bool
 	// lookbackBound is the run's read bound when it sees every writer
 	// (trustedBound), stored for the next run's start when the run ends
 	// without error.
@@ -126,6 +135,13 @@ type Result struct {
 	// Compare is what a run in compare mode compared and wrote (nil for
 	// a cursor run); Written and Deleted hold its sums as well.
 	Compare *watermark.CompareResult
+}
+
+// idle reports whether the run started from a watermark and changed
+// nothing in the copy: it may have read rows again (the lookback window)
+// but wrote none.
+func (r Result) idle() bool {
+	return r.incremental && r.Written == 0 && r.Deleted == 0 && r.OutsideWritten == 0
 }
 
 // What a run is doing (Options.OnPhase), besides PhaseFirstLoad.
@@ -217,6 +233,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		// The caller reports the failure once: run --once as its one-line
 		// reason on stderr, the daemon with its retry decision.
 		log.Debug("run failed", append(attrs, "err", err)...)
+	case o.QuietIdle && res.idle():
+		log.Debug("run done", attrs...)
 	default:
 		log.Info("run done", attrs...)
 	}

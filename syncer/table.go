@@ -200,6 +200,7 @@ func (r *runner) position(ctx context.Context, src *source.Reader, bound source.
 	if r.st.Cursor != nil && pos.After == nil {
 		t.behindOf = r.st.Cursor
 	}
+	r.res.incremental = r.st.Cursor != nil
 	prog := startProgress(ctx, r.o, r.log, src, pos, r.st)
 	r.closers = append(r.closers, func(context.Context) { prog.stop() })
 	t.fetch = &prefetcher{src: src, limit: r.c.Source.PageSize}

@@ -34,7 +34,8 @@ func TestReconcileAll(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("reconcile --all of two equal copies exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
-	want := "items: equal: 300 rows compared, public.items -> public.items_copy\norders: equal: 1000 rows compared, public.orders -> public.orders_copy\n"
+	want := "items: equal: 300 rows compared, public.items -> public.items_copy\norders: equal: 1000 rows compared, public.orders -> public.orders_copy\n" +
+		"reconcile --all: 2 sources: 2 equal, 0 differ, 0 not covered, 0 failed\n"
 	if r.stdout != want {
 		t.Fatalf("reconcile --all printed\n%s\nwant\n%s", r.stdout, want)
 	}
@@ -46,7 +47,7 @@ func TestReconcileAll(t *testing.T) {
 		t.Fatalf("reconcile --all with differences exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 2 || !strings.HasPrefix(lines[1], "orders: public.orders and public.orders_copy differ: 3 missing, 0 extra, 0 changed") ||
+	if len(lines) != 3 || lines[2] != "reconcile --all: 2 sources: 0 equal, 2 differ, 0 not covered, 0 failed" || !strings.HasPrefix(lines[1], "orders: public.orders and public.orders_copy differ: 3 missing, 0 extra, 0 changed") ||
 		!strings.HasPrefix(lines[0], "items: public.items and public.items_copy differ: 0 missing, 0 extra, 1 changed") {
 		t.Fatalf("reconcile --all summary lines:\n%s", r.stdout)
 	}
@@ -73,6 +74,9 @@ func TestReconcileAll(t *testing.T) {
 		got[0].Source != "items" || got[0].Outcome != "differences" || got[0].Report == nil || got[0].Report.Changed != 1 {
 		t.Fatalf("reconcile --all --json: %+v", got)
 	}
+	if !strings.Contains(r.stderr, "reconcile --all: 2 sources: 0 equal, 2 differ, 0 not covered, 0 failed\n") {
+		t.Fatalf("reconcile --all --json: no summary line on stderr: %s", r.stderr)
+	}
 
 	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--repair"); r.code != 0 {
 		t.Fatalf("reconcile --all --repair exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
@@ -84,7 +88,9 @@ func TestReconcileAll(t *testing.T) {
 	}
 
 	// A source whose sink cannot be reached is an error line; the others
-	// are still reconciled, and the command exits 1.
+	// are still reconciled, and the command exits 1. Rows past items'
+	// watermark are not compared yet: items is not covered, not equal.
+	src.Exec(t, `INSERT INTO items SELECT g, '2026-10-01 10:00:00+00'::timestamptz + g * interval '1 second', 'i' || g FROM generate_series(301, 305) g`)
 	broken := strings.NewReplacer("name: orders", "name: broken", dst.URL, strings.Replace(dst.URL, dst.Name, dst.Name+"_missing", 1)).Replace(orders(t, src, dst, ""))
 	writeConfig(t, dir, "c-broken.yaml", broken)
 	r = syncd(t, env, "reconcile", "--config", dir, "--all")
@@ -92,11 +98,19 @@ func TestReconcileAll(t *testing.T) {
 		t.Fatalf("reconcile --all with an unreachable sink exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
 	}
 	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "broken: error: ") || !strings.HasPrefix(lines[1], "items: equal:") || !strings.HasPrefix(lines[2], "orders: equal:") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "broken: error: ") || !strings.HasPrefix(lines[1], "items: 5 rows of public.items not compared yet") ||
+		!strings.HasPrefix(lines[2], "orders: equal:") || lines[3] != "reconcile --all: 3 sources: 1 equal, 0 differ, 1 not covered, 1 failed" {
 		t.Fatalf("reconcile --all lines with one broken source:\n%s", r.stdout)
 	}
-	if !strings.Contains(r.stderr, "1 of 3 sources are not proven equal to their source (broken)") {
+	if !strings.Contains(r.stderr, "2 of 3 sources are not proven equal to their source (broken, items)") {
 		t.Fatalf("stderr: %s", r.stderr)
+	}
+	// One at a time prints the same lines in the same order.
+	if one := syncd(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "1"); one.code != 1 || one.stdout != r.stdout {
+		t.Fatalf("reconcile --all --concurrency 1 exited %d and printed\n%s\nwant (as with the default)\n%s", one.code, one.stdout, r.stdout)
+	}
+	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "0"); r.code != 2 || !strings.Contains(r.stderr, "--concurrency 0: give at least 1") {
+		t.Fatalf("reconcile --all --concurrency 0 exited %d: %s", r.code, r.stderr)
 	}
 
 	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--source", "orders"); r.code != 2 || !strings.Contains(r.stderr, "--all and --source exclude each other") {
