@@ -90,6 +90,12 @@ func (s *scheduler) addSpread(spec, key string, job func()) (entryID, error) {
 	if key != "" {
 		sched = spread(sched, key)
 	}
+	if e, ok := sched.(everySchedule); ok {
+		// Counted from now, as robfig's @every is: the first firing is at
+		// least one period away (a run at start is the daemon's own).
+		e.anchor = s.clock.Now()
+		sched = e
+	}
 	s.mu.Lock()
 	s.last++
 	id := s.last
@@ -193,10 +199,13 @@ func (s *scheduler) due() ([]func(), time.Time) {
 // by a stable offset, the FNV-1a hash of its key (the source's name and
 // job) taken modulo a span:
 //
-//   - @every D fires at the instants t with (t - offset) a multiple of D
-//     since the Unix epoch, offset = hash mod D (to the millisecond): the
-//     sources sharing D are spread over the whole period, and a source
-//     keeps its place in the period across restarts;
+//   - @every D fires at anchor + D + offset and then every D, anchor being
+//     when the entry was added (the daemon's start, a reload) and offset
+//     hash mod D (to the millisecond): the sources sharing D are spread
+//     over the whole period, and, as with robfig's @every, no source fires
+//     sooner than one period after it was scheduled (tests and operators
+//     rely on an "@every 1h" source not running again within the hour). A
+//     zero anchor counts from the Unix epoch;
 //   - a cron spec fires at its time plus hash mod min(gap, maxCronJitter),
 //     gap being the time between its next two firings: "0 2 * * *" fires
 //     between 02:00:00 and 02:00:59.
@@ -220,18 +229,27 @@ func spread(sched cron.Schedule, key string) cron.Schedule {
 	return &jitterSchedule{inner: sched, key: key}
 }
 
-// everySchedule fires every period, offset into the period.
+// everySchedule fires every period, offset into the period, from anchor
+// (zero: the Unix epoch).
 type everySchedule struct {
 	period, offset time.Duration
+	anchor         time.Time
 }
 
 func (e everySchedule) Next(t time.Time) time.Time {
-	since := t.Sub(time.Unix(0, 0).Add(e.offset))
+	base := time.Unix(0, 0).Add(e.offset)
+	if !e.anchor.IsZero() {
+		base = e.anchor.Add(e.period + e.offset)
+		if t.Before(base) {
+			return base.In(t.Location())
+		}
+	}
+	since := t.Sub(base)
 	n := since / e.period
 	if since < 0 {
 		n-- // truncation toward zero
 	}
-	return time.Unix(0, 0).Add(e.offset + (n+1)*e.period).In(t.Location())
+	return base.Add((n + 1) * e.period).In(t.Location())
 }
 
 // jitterSchedule fires at inner's times plus a stable jitter.

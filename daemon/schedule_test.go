@@ -197,7 +197,9 @@ func TestReconcileScheduled(t *testing.T) {
 DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3`)
 	f.insert(t, "src2", 11, 15)
 
-	clock.advance(t, time.Second) // both reconcile schedules tick (each at its place in the second)
+	// Both reconcile schedules tick: each first fires one period after it
+	// was scheduled plus its place in the period, so within two seconds.
+	clock.advance(t, 2*time.Second)
 	testutil.Eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
 	testutil.Eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
 		m := scrape(t, d.addr)
