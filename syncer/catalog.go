@@ -266,16 +266,30 @@ func recordLoaded(ctx context.Context, dst sink.Sink, c *config.Config, cursor [
 
 // copyHolds reports whether c's copy exists and holds a row.
 func copyHolds(ctx context.Context, conn *pgx.Conn, c *config.Config) (bool, error) {
-	q := pgutil.Qualified(c.Sink.Ident.Schema, c.Sink.Ident.Name)
+	state, err := copyState(ctx, conn, c)
+	return state == "", err
+}
+
+// copyState is "missing" or "empty" for a copy that lacks its rows, ""
+// for one that holds a row.
+func copyState(ctx context.Context, conn *pgx.Conn, c *config.Config) (string, error) {
+	t := c.Sink.Ident
+	q := pgutil.Qualified(t.Schema, t.Name)
 	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil || !exists {
-		return false, err
+	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look for the copy %s: %w", t, err)
+	}
+	if !exists {
+		return "missing", nil
 	}
 	var any bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+q+")").Scan(&any); err != nil {
-		return false, fmt.Errorf("look into the copy %s: %w", c.Sink.Ident, err)
+		return "", sink.Explain(ctx, conn, c, []string{t.String()}, fmt.Errorf("look into the copy %s: %w", t, err))
 	}
-	return any, nil
+	if any {
+		return "", nil
+	}
+	return "empty", nil
 }
 
 // writerName names this process in the catalog: host and pid.
