@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -55,7 +56,11 @@ type Env struct {
 	Getenv func(string) (string, bool)
 	// Logger is built by Run from --log-level and the terminal.
 	Logger *slog.Logger
-	scrub  *scrubber
+	// Kinds are the kinds of sink the commands know (DefaultKinds when
+	// nil): the config load accepts their keys, and every run, reconcile
+	// and resync looks a source's kind up here.
+	Kinds *kind.Registry
+	scrub *scrubber
 	// flags, when set, receives each command's flag set (help and
 	// completion read a command's flags this way).
 	flags **flag.FlagSet
@@ -113,6 +118,9 @@ var Version = "dev"
 func Run(ctx context.Context, env *Env, args []string) error {
 	if env.Getenv == nil {
 		env.Getenv = os.LookupEnv
+	}
+	if env.Kinds == nil {
+		env.Kinds = DefaultKinds()
 	}
 	env.scrub = &scrubber{w: env.Stderr}
 	env.Stderr = env.scrub

@@ -59,7 +59,8 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 	err = daemon.Run(ctx, daemon.Options{
 		ConfigPath:        c.config,
 		Configs:           cfgs,
-		Load:              config.Options{Getenv: env.Getenv, CheckDSN: pgutil.CheckDSN},
+		Load:              config.Options{Getenv: env.Getenv, CheckDSN: pgutil.CheckDSN, Sinks: env.Kinds.Sinks()},
+		Kinds:             env.Kinds,
 		Store:             store,
 		Logger:            env.Logger,
 		Version:           Version,
@@ -73,8 +74,9 @@ func runDaemon(ctx context.Context, env *Env, c *common, d *daemonFlags, cfgs []
 		Stop:              stop,
 		Reload:            reload,
 		OnConfig: func(c *config.Config) {
-			env.scrub.add(pgutil.Password(c.Source.DSN))
-			env.scrub.add(pgutil.Password(c.Sink.DSN))
+			for _, s := range env.Kinds.Secrets(c) {
+				env.scrub.add(s)
+			}
 		},
 		Expand: source.Expand,
 	})

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/watermark"
@@ -250,9 +249,12 @@ func reconcileOutcome(cfg *config.Config, rep *reconcile.Report) error {
 // statePath: opened read-only with a short wait and closed at once, or,
 // when a running daemon holds it, read from a private copy.
 func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath string, repair bool) (*reconcile.Report, error) {
-	k, err := kind.Of(cfg)
+	k, err := env.Kinds.Of(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if k.Reconcile == nil {
+		return nil, k.NoReconcile(cfg)
 	}
 	var states reconcile.StateReader
 	if k.ReconcileWatermark {
@@ -271,7 +273,7 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 		states = reconcile.Watermark{State: st, Found: ok}
 	}
 	started := time.Now()
-	rep, err := ops.Reconcile(ctx, cfg, states, repair, env.Logger)
+	rep, err := ops.Reconcile(ctx, env.Kinds, cfg, states, repair, env.Logger)
 	if err == nil && k.ReconcileWatermark {
 		recordOutcome(env, cfg, statePath, started, rep)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/daemon"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
@@ -42,7 +41,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	k, err := kind.Of(cfg)
+	k, err := env.Kinds.Of(cfg)
 	if err != nil {
 		return err
 	}
@@ -75,7 +74,7 @@ func cmdResync(ctx context.Context, env *Env, args []string) error {
 			}
 		}
 	}
-	m, err := ops.ResyncMove(store, cfg, fromTime, *skipRows)
+	m, err := ops.ResyncMove(store, env.Kinds, cfg, fromTime, *skipRows)
 	if err != nil {
 		return err
 	}

@@ -55,12 +55,12 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	// Check every source against its databases before anything is written,
 	// the state file included: a config mistake exits 2 and changes nothing.
 	// A source that cannot be reached fails later, on its own.
-	if err := oneWriter(cfgs); err != nil {
+	if err := oneWriter(env.Kinds, cfgs); err != nil {
 		return err
 	}
 	kept := cfgs[:0]
 	for _, cfg := range cfgs {
-		_, _, err := check(ctx, cfg, false, c.state, nil)
+		_, _, err := check(ctx, env.Kinds, cfg, false, c.state, nil)
 		switch {
 		case errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter):
 			skipped = append(skipped, skippedBy(cfg, err))
@@ -88,7 +88,11 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := syncer.CheckIdentity(cfg, st, store.Path()); err != nil {
+		k, err := env.Kinds.Of(cfg)
+		if err != nil {
+			return err
+		}
+		if err := syncer.CheckIdentity(k, cfg, st, store.Path()); err != nil {
 			return err
 		}
 	}
@@ -98,7 +102,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 
 	var failed []string
 	for _, cfg := range cfgs {
-		_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: env.Logger, Stop: stop})
+		_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Kinds: env.Kinds, Store: store, Logger: env.Logger, Stop: stop})
 		switch {
 		case errors.Is(err, syncer.ErrStopped):
 			return nil

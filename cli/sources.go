@@ -18,7 +18,8 @@ import (
 	"github.com/syncd/syncd/watermark"
 )
 
-// load reads the configs, registers their passwords for scrubbing, and
+// load reads the configs (of the kinds in env.Kinds), registers their
+// secrets for scrubbing (the DSNs' passwords, and what each kind says), and
 // keeps the sources that --source name selects (all when name is empty):
 // a source, a pattern source, or the pattern source of NAME.TABLE.
 func load(env *Env, path, name string) ([]*config.Config, error) {
@@ -28,13 +29,15 @@ func load(env *Env, path, name string) ([]*config.Config, error) {
 func loadWith(env *Env, path, name string, o config.Options) ([]*config.Config, error) {
 	o.Getenv = env.Getenv
 	o.CheckDSN = pgutil.CheckDSN
+	o.Sinks = env.Kinds.Sinks()
 	cfgs, err := config.LoadWith(path, o)
 	if err != nil {
 		return nil, err
 	}
 	for _, c := range cfgs {
-		env.scrub.add(pgutil.Password(c.Source.DSN))
-		env.scrub.add(pgutil.Password(c.Sink.DSN))
+		for _, s := range env.Kinds.Secrets(c) {
+			env.scrub.add(s)
+		}
 	}
 	if name == "" {
 		return cfgs, nil

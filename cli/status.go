@@ -57,7 +57,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	st, err := ops.BuildStatus(store, cfgs)
+	st, err := ops.BuildStatus(store, env.Kinds, cfgs)
 	if err != nil {
 		return err
 	}

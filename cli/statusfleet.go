@@ -50,12 +50,12 @@ type FleetSource struct {
 
 // fleetStatus reads the fleet status from the sinks of cfgs: one
 // connection per sink database, 10 s to answer.
-func fleetStatus(ctx context.Context, cfgs []*config.Config) FleetStatus {
+func fleetStatus(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config) FleetStatus {
 	// The sources by sink database, each read in one query.
 	bySink := map[string][]*config.Config{}
 	var order []string
 	for _, c := range cfgs {
-		if k, err := kind.Of(c); err != nil || k.OpenSink == nil {
+		if k, err := kinds.Of(c); err != nil || !k.Catalog {
 			continue // a sink without a database of its own: no record
 		}
 		if _, ok := bySink[c.Sink.DSN]; !ok {
@@ -220,7 +220,7 @@ func cmdStatusFleet(ctx context.Context, env *Env, path, format string) error {
 	if err != nil {
 		return err
 	}
-	st := fleetStatus(ctx, cfgs)
+	st := fleetStatus(ctx, env.Kinds, cfgs)
 	if err := printFleet(env.Stdout, st, format); err != nil {
 		return err
 	}

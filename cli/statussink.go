@@ -9,7 +9,6 @@ import (
 
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/sink"
 )
@@ -41,7 +40,7 @@ func addSinkRecords(ctx context.Context, env *Env, path string, st *ops.Status) 
 		if c == nil || c.IsPattern() {
 			continue
 		}
-		if k, err := kind.Of(c); err != nil || k.OpenSink == nil {
+		if k, err := env.Kinds.Of(c); err != nil || !k.Catalog {
 			continue
 		}
 		s.SinkRecord = readSinkRecord(ctx, c, s.Cursor)

@@ -38,10 +38,10 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 		return err
 	}
 	printExpansion(env, raw, cfgs, skipped, warnings)
-	if err := oneWriter(cfgs); err != nil {
+	if err := oneWriter(env.Kinds, cfgs); err != nil {
 		return err
 	}
-	results := checkAll(ctx, cfgs, c.state)
+	results := checkAll(ctx, env.Kinds, cfgs, c.state)
 	for i, cfg := range cfgs {
 		warnings, table, record, err := results[i].warnings, results[i].table, results[i].record, results[i].err
 		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter) {
@@ -55,7 +55,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 			}
 			return sourceerr.Name(cfg.Name, source.Explain(cfg, err))
 		}
-		if err := checkStoredIdentity(cfg, c.state); err != nil {
+		if err := checkStoredIdentity(env.Kinds, cfg, c.state); err != nil {
 			return err
 		}
 		for _, w := range warnings {
@@ -96,7 +96,7 @@ type checked struct {
 
 // checkAll checks every source (check with plan), a few at a time, and
 // returns the results in the order of cfgs.
-func checkAll(ctx context.Context, cfgs []*config.Config, state string) []checked {
+func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, state string) []checked {
 	out := make([]checked, len(cfgs))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -104,7 +104,7 @@ func checkAll(ctx context.Context, cfgs []*config.Config, state string) []checke
 		wg.Go(func() {
 			for i := range next {
 				r := &out[i]
-				r.warnings, r.table, r.err = check(ctx, cfgs[i], true, state, &r.record)
+				r.warnings, r.table, r.err = check(ctx, kinds, cfgs[i], true, state, &r.record)
 			}
 		})
 	}
@@ -158,28 +158,44 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 }
 
 // check verifies one source against its databases without writing
-// anything: the table, columns, cursor and tie-breaker in the source, and
-// the copy's columns and key in the sink. With plan it also explains the
+// anything: the table, columns, cursor and tie-breaker in the source, what
+// the sink's kind checks (Kind.Check), and for a sink with a catalog the
+// copy's columns and key in its database. With plan it also explains the
 // page query. Config problems come back as config errors (exit 2), a copy
 // that the sink's catalog says another source writes included; record,
 // when set, gets the sink's record of the copy beside the state file's.
-func check(ctx context.Context, cfg *config.Config, plan bool, state string, record *string) (warnings []string, table *source.Table, err error) {
+func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan bool, state string, record *string) (warnings []string, table *source.Table, err error) {
 	// A table copy's sink session is opened while the source's is: each
 	// is a connection and a few catalog reads. A source error comes first.
-	k, kerr := kind.Of(cfg)
+	k, kerr := kinds.Of(cfg)
+	if kerr == nil && !k.FollowsSchema && cfg.SchemaChanges == config.SchemaFail {
+		return nil, nil, cfg.Errorf("schema_changes", "a %s sink does not follow the source's schema (it writes the columns each page has), so fail cannot stop a run at a change; remove schema_changes: fail", cfg.Sink.Type)
+	}
 	var (
 		dst  *sink.Postgres
 		derr error
 		wg   sync.WaitGroup
 	)
-	openSink := func() { dst, derr = sink.OpenPostgres(ctx, cfg) }
+	// The copy in a database with syncd's catalog is checked there; a sink
+	// of another kind is checked by its own Check.
+	openSink := func() {
+		var s sink.Sink
+		if s, derr = k.OpenSink(ctx, cfg); derr == nil {
+			var ok bool
+			if dst, ok = s.(*sink.Postgres); !ok {
+				derr = fmt.Errorf("sink type %s declares a catalog, but its sink is a %T, not a PostgreSQL copy", k.Type, s)
+				_ = s.Close(ctx)
+			}
+		}
+	}
+	tableCheck := kerr == nil && k.OpenSink != nil && k.Catalog
 	compare := cfg.Compare()
-	if kerr == nil && k.OpenSink != nil && !compare {
+	if tableCheck && !compare {
 		wg.Go(openSink)
 	}
 	src, err := source.Open(ctx, cfg)
 	wg.Wait()
-	if err == nil && kerr == nil && k.OpenSink != nil && compare {
+	if err == nil && tableCheck && compare {
 		// In compare mode the source settles sink.key (its primary key
 		// when the file gives none) before the sink is opened with it.
 		openSink()
@@ -194,7 +210,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 	if kerr != nil {
 		return nil, nil, kerr
 	}
-	if k.Check != nil {
+	if k.Check != nil && k.OpenPlan != nil {
 		// A campaign reads its frozen targets, not pages of the source:
 		// check its where clause, grants table and frozen campaign instead.
 		warnings, err := k.Check(ctx, cfg, src)
@@ -238,7 +254,14 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 			warnings = append(warnings, iw)
 		}
 	}
-	if k.OpenSink != nil { // a table copy: the copy's columns, key and constraints
+	if k.Check != nil { // a table copy of a kind with checks of its own
+		w, err := k.Check(ctx, cfg, src)
+		if err != nil {
+			return nil, nil, err
+		}
+		warnings = append(warnings, w...)
+	}
+	if tableCheck { // a table copy: the copy's columns, key and constraints
 		if derr != nil {
 			return nil, nil, derr
 		}
@@ -282,7 +305,11 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 // checkStoredIdentity refuses a config whose watermark in the state file
 // (when there is one) was computed for other settings: the next run would
 // refuse it too.
-func checkStoredIdentity(cfg *config.Config, state string) error {
+func checkStoredIdentity(kinds *kind.Registry, cfg *config.Config, state string) error {
+	k, err := kinds.Of(cfg)
+	if err != nil {
+		return err
+	}
 	st, _, err := watermark.ReadState(state, cfg.Name, 2*time.Second)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -290,7 +317,7 @@ func checkStoredIdentity(cfg *config.Config, state string) error {
 	if err != nil {
 		return err
 	}
-	return syncer.CheckIdentity(cfg, st, state)
+	return syncer.CheckIdentity(k, cfg, st, state)
 }
 
 // schemaNotes says how the copy differs from the source's columns (README

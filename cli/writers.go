@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,22 +16,28 @@ import (
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
-	"github.com/syncd/syncd/syncer"
+
 	"github.com/syncd/syncd/watermark"
 )
 
 // oneWriter refuses two table copies loaded together (from one file or
 // several, plain or from patterns) that write the same sink table of the
-// same sink database: a copy has exactly one writer. The error is a config
-// error at the second one's sink.table, naming both.
-func oneWriter(cfgs []*config.Config) error {
+// same place (the same sink database; what the kind's Identity names): a
+// copy has exactly one writer. The error is a config error at the second
+// one's sink.table, naming both.
+func oneWriter(kinds *kind.Registry, cfgs []*config.Config) error {
 	seen := map[string]*config.Config{}
 	for _, c := range cfgs {
-		if k, err := kind.Of(c); err != nil || k.OpenSink == nil {
+		k, err := kinds.Of(c)
+		if err != nil || k.OpenSink == nil {
 			continue
 		}
-		id := syncer.IdentityOf(c).Settings
-		key := id["sink.database"] + " " + c.Sink.Ident.String()
+		id := k.Identity(c)
+		key := c.Sink.Type
+		for _, name := range slices.Sorted(maps.Keys(id)) {
+			key += " " + name + "=" + id[name]
+		}
+		key += " " + c.Sink.Ident.String()
 		first, ok := seen[key]
 		if !ok {
 			seen[key] = c

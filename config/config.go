@@ -65,6 +65,9 @@ type Config struct {
 	Pattern string `yaml:"-"`
 	// noSecrets: loaded with Options.NoSecrets, the DSNs are as written.
 	noSecrets bool
+	// sinks are the kinds of sink registered beyond the built-in ones
+	// (Options.Sinks).
+	sinks map[string]SinkKind
 	// CompareWhy, on a source a pattern with mode auto made for a table
 	// without a usable cursor, says why that table is in compare mode.
 	CompareWhy string `yaml:"-"`
@@ -231,6 +234,10 @@ type Sink struct {
 	// DefaultGrantPageSize, larger than a table page because the grants'
 	// keys never travel through syncd).
 	GrantPageSize int `yaml:"grant_page_size"`
+	// Settings holds the keys of a kind registered through Options.Sinks,
+	// as decoded into the value its SinkKind.New returned (nil for the
+	// built-in kinds).
+	Settings any `yaml:"-"`
 }
 
 // Reconcile schedules a value-level reconcile from the daemon.

@@ -32,6 +32,9 @@ type Options struct {
 	// DSN exits 2 instead of failing each run. Its text must not contain
 	// the DSN's password.
 	CheckDSN func(dsn string) error
+	// Sinks are the kinds of sink this load accepts besides the built-in
+	// ones, by sink.type: each decodes and checks keys of its own.
+	Sinks map[string]SinkKind
 }
 
 func (o Options) getenv() func(string) (string, bool) {
@@ -210,8 +213,8 @@ func ParseAll(file string, data []byte, o Options) ([]*Config, error) {
 		if len(doc.Content) == 0 || isEmptyDoc(doc.Content[0]) {
 			continue // an empty document, such as after a trailing ---
 		}
-		c := &Config{File: file, Lines: map[string]int{}, noSecrets: o.NoSecrets}
-		d := decoder{file: file, lines: c.Lines, noSecrets: o.NoSecrets, getenv: o.getenv()}
+		c := &Config{File: file, Lines: map[string]int{}, noSecrets: o.NoSecrets, sinks: o.Sinks}
+		d := decoder{file: file, lines: c.Lines, noSecrets: o.NoSecrets, getenv: o.getenv(), sinks: o.Sinks}
 		if err := d.decode(doc.Content[0], reflect.ValueOf(c).Elem(), ""); err != nil {
 			return nil, err
 		}
@@ -242,6 +245,7 @@ type decoder struct {
 	lines     map[string]int
 	noSecrets bool // leave the dsn keys as written
 	getenv    func(string) (string, bool)
+	sinks     map[string]SinkKind
 }
 
 // secretKeys are the keys a load with Options.NoSecrets leaves unexpanded.
@@ -354,6 +358,17 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key string) error 
 		fields[tag] = i
 		names = append(names, tag)
 	}
+	// A registered kind's own keys under sink: (SinkKind.New).
+	own := d.ownSettings(n, v)
+	ownFields := map[string]int{}
+	if own.IsValid() {
+		for i := 0; i < own.NumField(); i++ {
+			if tag := own.Type().Field(i).Tag.Get("yaml"); tag != "" && tag != "-" {
+				ownFields[tag] = i
+				names = append(names, tag)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		kn, vn := n.Content[i], n.Content[i+1]
@@ -362,6 +377,10 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key string) error 
 			full = key + "." + kn.Value
 		}
 		idx, ok := fields[kn.Value]
+		field := func(i int) reflect.Value { return v.Field(i) }
+		if oi, isOwn := ownFields[kn.Value]; !ok && isOwn {
+			idx, ok, field = oi, true, own.Field
+		}
 		if !ok {
 			return d.errAt(kn, full, "unknown key; the keys here are: %s", strings.Join(names, ", "))
 		}
@@ -370,7 +389,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, key string) error 
 		}
 		seen[kn.Value] = true
 		d.lines[full] = kn.Line
-		if err := d.decode(vn, v.Field(idx), full); err != nil {
+		if err := d.decode(vn, field(idx), full); err != nil {
 			return err
 		}
 		d.lines[full] = kn.Line

@@ -241,11 +241,20 @@ func (c *Config) checkFirstLoad() error {
 
 func (c *Config) checkSink() error {
 	k := &c.Sink
-	dsn, err := c.secret("sink.dsn", k.DSN, "sink.dsn_file", k.DSNFile)
-	if err != nil {
-		return err
+	own, registered := c.sinks[k.Type]
+	if registered && own.NoDSN {
+		for _, key := range []string{"sink.dsn", "sink.dsn_file"} {
+			if _, set := c.Lines[key]; set {
+				return c.Errorf(key, "a %s sink connects to no database; remove it", k.Type)
+			}
+		}
+	} else {
+		dsn, err := c.secret("sink.dsn", k.DSN, "sink.dsn_file", k.DSNFile)
+		if err != nil {
+			return err
+		}
+		k.DSN = dsn
 	}
-	k.DSN = dsn
 	if k.Table == "" {
 		return c.Errorf("sink.table", "missing; name the table to write, for example public.orders_copy")
 	}
@@ -322,7 +331,13 @@ func (c *Config) checkSink() error {
 			return c.Errorf("sink.grant_page_size", "%d is out of range; use 1 to 1000000", k.GrantPageSize)
 		}
 	default:
-		return c.Errorf("sink.type", "%q: use postgres or coupon_grants", k.Type)
+		if !registered {
+			return c.Errorf("sink.type", "%q: use %s", k.Type, sinkTypes(c.sinks))
+		}
+		if len(k.Key) == 0 && !c.IsPattern() && !c.Compare() {
+			k.Key = []string{c.Source.Cursor[len(c.Source.Cursor)-1]}
+		}
+		return c.checkOwnSink(own)
 	}
 	return nil
 }
@@ -388,6 +403,9 @@ func (c *Config) checkDSNs(check func(string) error) error {
 		return nil
 	}
 	for _, side := range []struct{ name, dsn string }{{"source", c.Source.DSN}, {"sink", c.Sink.DSN}} {
+		if side.name == "sink" && c.sinks[c.Sink.Type].NoDSN {
+			continue
+		}
 		if err := check(side.dsn); err != nil {
 			return c.ErrorAt(c.DSNKey(side.name), err)
 		}

@@ -67,7 +67,7 @@ func TestCompositeKeyAcrossDatabases(t *testing.T) {
 	want := keyRows(t, src, "SELECT region || ',' || member_id FROM public.accounts WHERE last_purchase_at < now() - interval '180 days' ORDER BY region, member_id")
 	cfg := parseConfig(t, accountsYAML(src, dst, 1, dormantWhere))
 	store := openStore(t)
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}
@@ -78,7 +78,7 @@ func TestCompositeKeyAcrossDatabases(t *testing.T) {
 	if n := keyRows(t, dst, "SELECT sum(n)::text FROM grants.region_coupons_target_chunks"); n[0] != fmt.Sprint(len(want)) {
 		t.Fatalf("target chunks hold %s targets; want %d", n[0], len(want))
 	}
-	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Pages != 0 || res.Written != 0 {
 		t.Fatalf("run after success: %d pages, %d new, err %v; want 0, 0, nil", res.Pages, res.Written, err)
 	}
@@ -95,7 +95,7 @@ func TestFailedFreezeLeavesNothing(t *testing.T) {
 	bad := fmt.Sprintf("1 / (member_id - %d) <> 0 AND %s", want[len(want)-2], dormantWhere)
 	yaml := strings.Replace(configYAML(src, dst, 1000), dormantWhere, bad, 1)
 	store := openStore(t)
-	_, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml), Store: store, Logger: quiet})
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml), Store: store, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "division by zero") || !strings.Contains(err.Error(), "nothing was frozen, the next run freezes again") {
 		t.Fatalf("run with a failing where: err %v; want a division by zero and nothing frozen", err)
 	}
@@ -107,7 +107,7 @@ func TestFailedFreezeLeavesNothing(t *testing.T) {
 	if st := state(t, store); st.LastStatus != "failed" {
 		t.Fatalf("status %q; want failed", st.LastStatus)
 	}
-	if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(src, dst, 1000)), Store: store, Logger: quiet}); err != nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(src, dst, 1000)), Store: store, Logger: quiet}); err != nil {
 		t.Fatalf("run after fixing where: %v", err)
 	}
 	checkExact(t, dst, want)
@@ -121,14 +121,14 @@ func TestFrozenCampaignRefusesAChangedWhere(t *testing.T) {
 	src := pgtest.NewDB(t)
 	src.Exec(t, accountsDDL)
 	store := openStore(t)
-	if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, accountsYAML(src, src, 100, dormantWhere)), Store: store, Logger: quiet}); err == nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, accountsYAML(src, src, 100, dormantWhere)), Store: store, Logger: quiet}); err == nil {
 		t.Fatal("run into a missing schema succeeded")
 	}
 	src.Exec(t, "CREATE SCHEMA grants")
-	if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, accountsYAML(src, src, 100, dormantWhere)), Store: store, Logger: quiet}); err != nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, accountsYAML(src, src, 100, dormantWhere)), Store: store, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
-	_, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, accountsYAML(src, src, 100, "region = 'jp'")), Store: store, Logger: quiet})
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, accountsYAML(src, src, 100, "region = 'jp'")), Store: store, Logger: quiet})
 	if err == nil || !strings.Contains(err.Error(), "comeback.yaml") || !strings.Contains(err.Error(), "a frozen campaign cannot change") {
 		t.Fatalf("run with a changed where: %v; want a config error naming the file", err)
 	}

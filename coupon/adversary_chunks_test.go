@@ -33,7 +33,7 @@ func freezeOnly(t *testing.T, cfg *config.Config, store *watermark.Store) {
 	t.Helper()
 	stop := make(chan struct{})
 	close(stop)
-	if _, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop}); !errors.Is(err, syncer.ErrStopped) {
+	if _, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop}); !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("freeze: %v; want ErrStopped", err)
 	}
 }
@@ -72,7 +72,7 @@ func TestAdvHandEditedChunksFailLoudly(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db, _, cfg, store := campaignSetup(t, 500)
-			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet}
+			o := syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet}
 			if tc.midRun {
 				o.AfterCommit = func(page int64) error {
 					if page == 1 {
@@ -222,7 +222,7 @@ sink:
 	}
 	store := openStore(t)
 	stop := make(chan struct{})
-	res, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(2)), Store: store, Logger: quiet, Stop: stop,
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml(2)), Store: store, Logger: quiet, Stop: stop,
 		AfterCommit: func(page int64) error {
 			if page == 2 {
 				close(stop)
@@ -232,7 +232,7 @@ sink:
 	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 {
 		t.Fatalf("first run: %d pages, err %v; want 2 pages and ErrStopped", res.Pages, err)
 	}
-	res, err = syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
 	if err != nil {
 		t.Fatalf("second run: %v", err)
 	}
@@ -245,7 +245,7 @@ sink:
 	if int64(len(want)) != res.Written+4 {
 		t.Fatalf("the two runs made %d new grants; want %d", res.Written+4, len(want))
 	}
-	res, err = syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml(3)), Store: store, Logger: quiet})
 	if err != nil || res.Pages != 0 || res.Written != 0 {
 		t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil (progress cursor %v)", res.Pages, res.Written, err,
 			keyRows(t, dst, "SELECT coalesce(cursor::text, 'NULL') FROM public.syncd_campaigns WHERE campaign_id = 'c_"+kt.name+"'"))
@@ -297,7 +297,7 @@ func TestAdvPageSizes(t *testing.T) {
 			}
 			cfg := parseConfig(t, strings.Replace(advYAML(db, dst, tc.where, tc.size), "campaign: "+campaignID, "campaign: "+id, 1))
 			store := openStore(t)
-			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Written != tc.targets || res.Rows != tc.targets {
 				t.Fatalf("run: %d targets read, %d new grants, err %v; want %d, %d, nil", res.Rows, res.Written, err, tc.targets, tc.targets)
 			}
@@ -309,7 +309,7 @@ func TestAdvPageSizes(t *testing.T) {
 			if n := count(t, dst, "SELECT count(*) FROM public.coupon_grants_target_chunks WHERE campaign_id = '"+id+"'"); n != tc.chunks {
 				t.Fatalf("%d chunks; want %d", n, tc.chunks)
 			}
-			res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Pages != 0 || res.Written != 0 {
 				t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
 			}
@@ -333,7 +333,7 @@ func TestAdvPageSizes(t *testing.T) {
 			size  int
 			pages int64 // stop after; 0: to the end
 		}{{1000, 2}, {300, 3}, {7000, 0}, {1, 0}} {
-			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, step.size)), Store: store, Logger: quiet}
+			o := syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, step.size)), Store: store, Logger: quiet}
 			if step.pages > 0 {
 				o.Stop, o.AfterCommit = stopAfter(step.pages)
 			}
@@ -362,7 +362,7 @@ func TestAdvChunksLeftWithoutTheirCampaign(t *testing.T) {
 	freezeOnly(t, cfg, store)
 	db.Exec(t, "DELETE FROM public.syncd_campaigns")
 	for run := 1; run <= 2; run++ {
-		_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+		_, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 		if err == nil || !strings.Contains(err.Error(), advChunks) || strings.Contains(err.Error(), "\n") || strings.Contains(err.Error(), "the next run freezes again") {
 			t.Fatalf("run %d with chunks left from a deleted campaign row: %v; want one line naming %s that says what to do", run, err, advChunks)
 		}
@@ -423,7 +423,7 @@ func TestAdvLegacyMigratedByTwoRunsAtOnce(t *testing.T) {
 		cfg := parseConfig(t, strings.Replace(configYAML(db, db, size), "name: comeback", fmt.Sprintf("name: comeback%d", i), 1)+"  lock_timeout: 5m\n")
 		store := openStore(t)
 		go func() {
-			_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			errs <- err
 		}()
 	}
@@ -446,7 +446,7 @@ func TestAdvLegacyMigratedByTwoRunsAtOnce(t *testing.T) {
 	if n := count(t, db, "SELECT sum(n) FROM "+advChunks); n != int64(len(want)) {
 		t.Fatalf("chunks hold %d targets; want %d", n, len(want))
 	}
-	if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, 500)), Store: openStore(t), Logger: quiet}); err != nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, 500)), Store: openStore(t), Logger: quiet}); err != nil {
 		t.Fatalf("run after both: %v", err)
 	}
 }
@@ -480,12 +480,12 @@ func TestAdvLegacyEdges(t *testing.T) {
 			}
 			advLegacy(t, db, want, done)
 			cfg, store := parseConfig(t, configYAML(db, db, 333)), openStore(t)
-			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Written != int64(len(want)-done) {
 				t.Fatalf("run: %d new grants, err %v; want %d, nil", res.Written, err, len(want)-done)
 			}
 			checkExact(t, db, want)
-			res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Pages != 0 || res.Written != 0 {
 				t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
 			}
@@ -603,7 +603,7 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			done := 0
 			if resumed {
 				stop := make(chan struct{})
-				if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+				if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
 					if page == 2 {
 						close(stop)
 					}
@@ -637,7 +637,7 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			if frozen := a.Output.Count("campaign frozen") + b.Output.Count("campaign frozen"); resumed && frozen != 0 || !resumed && frozen != 1 {
 				t.Fatalf("%d runs froze the campaign", frozen)
 			}
-			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+			res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 			if err != nil || res.Pages != 0 || res.Written != 0 {
 				t.Fatalf("run after both: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
 			}
@@ -680,7 +680,7 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 				}
 				done <- report{missing: rep.Missing}
 			}
-			o := syncer.Options{Config: cfg, Store: store, Logger: quiet}
+			o := syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}
 			if inside {
 				calls := 0
 				o.Test = &plan.TestSignals{BeforeCommit: func(context.Context) error {
@@ -734,7 +734,7 @@ func TestAdvChangedKeyInChunks(t *testing.T) {
 	db, want, cfg, store := campaignSetup(t, 500)
 	freezeOnly(t, cfg, store)
 	db.Exec(t, "UPDATE "+advChunks+" SET key_1[1] = '99999999' WHERE first_pos = 500")
-	_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	_, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err == nil {
 		checkExact(t, db, want) // fails: want[500] has no grant, 99999999 has one
 		return
@@ -759,7 +759,7 @@ func TestAdvProgressInTheSourcesCollation(t *testing.T) {
 	yaml := handlesYAML(db, db, 10)
 	cfg, store := parseConfig(t, yaml), openStore(t)
 	stop := make(chan struct{})
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
 		if page == 20 {
 			close(stop)
 		}
@@ -771,7 +771,7 @@ func TestAdvProgressInTheSourcesCollation(t *testing.T) {
 	if c := keyRows(t, db, "SELECT cursor[1] FROM public.syncd_campaigns"); c[0] != "K00200" {
 		t.Fatalf("progress cursor %q after 200 targets; want K00200", c[0])
 	}
-	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Pages != 10 || res.Rows != 100 || res.Written != 100 {
 		t.Fatalf("resumed run: %d pages, %d targets read, %d new grants, err %v; want 10, 100, 100", res.Pages, res.Rows, res.Written, err)
 	}
@@ -791,19 +791,19 @@ func TestAdvDocRecipesPassTheChunkChecks(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		db, want, cfg, store := campaignSetup(t, 1000)
-		if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+		if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); err != nil {
 			t.Fatal(err)
 		}
 		active := ids(t, db, "SELECT member_id FROM public.members WHERE last_purchase_at > now() - interval '180 days' ORDER BY member_id LIMIT 2")
 		db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) SELECT $1, unnest($2::bigint[])", campaignID, active)
-		if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err == nil || !strings.Contains(err.Error(), "2 grants are not targets") {
+		if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); err == nil || !strings.Contains(err.Error(), "2 grants are not targets") {
 			t.Fatalf("run with 2 extra grants: %v; want them counted", err)
 		}
 		db.Exec(t, `BEGIN;
 INSERT INTO public.coupon_grants_target_chunks SELECT 'comeback-2026-10', c.targets, 2, ARRAY['`+fmt.Sprint(active[0])+`', '`+fmt.Sprint(active[1])+`'] FROM public.syncd_campaigns c WHERE c.campaign_id = 'comeback-2026-10';
 UPDATE public.syncd_campaigns SET targets = targets + 2 WHERE campaign_id = 'comeback-2026-10';
 COMMIT;`)
-		res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+		res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 		if err != nil || res.Written != 0 {
 			t.Fatalf("run after accepting them: %d new grants, err %v; want 0, nil", res.Written, err)
 		}
@@ -839,7 +839,7 @@ COMMIT;`)
 		if cfg.Sink.Ident.String() != `"Promo ""x""".Coupon Grants` { // syncd's spelling, in grants_table
 			t.Fatalf("sink.table parsed as %s", cfg.Sink.Ident)
 		}
-		res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+		res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet})
 		if err != nil || res.Written != int64(len(want)) || res.Campaign == nil || res.Campaign.Frozen {
 			t.Fatalf("run of a campaign frozen by hand: %d new grants, err %v; want %d", res.Written, err, len(want))
 		}
@@ -865,7 +865,7 @@ func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
 	cfg := parseConfig(t, advYAML(db, db, "member_id <= 20000", 100))
 	stop := make(chan struct{})
 	// Stopped after page 2 so that the second run also finds its position.
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
 		if page == 2 {
 			close(stop)
 		}
@@ -885,7 +885,7 @@ func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
 		return n
 	}
 	before := read()
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet})
 	if err != nil || res.Pages != 198 {
 		t.Fatalf("second run: %d pages, err %v; want 198", res.Pages, err)
 	}
@@ -913,7 +913,7 @@ func TestAdvProgressCursorNotATarget(t *testing.T) {
 	ctx := context.Background()
 	db, want, cfg, store := campaignSetup(t, 500)
 	stop := make(chan struct{})
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
 		if page == 2 {
 			close(stop)
 		}
@@ -922,13 +922,13 @@ func TestAdvProgressCursorNotATarget(t *testing.T) {
 		t.Fatalf("first run: %v; want ErrStopped", err)
 	}
 	db.Exec(t, "UPDATE public.syncd_campaigns SET cursor = '{0}'")
-	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	const reset = `UPDATE "public"."syncd_campaigns" SET cursor = NULL WHERE campaign_id = 'comeback-2026-10'`
 	if err == nil || !strings.Contains(err.Error(), advChunks) || !strings.Contains(err.Error(), reset) {
 		t.Fatalf("run with a progress cursor that is not a target: %v; want an error naming %s and saying %q", err, advChunks, reset)
 	}
 	db.Exec(t, reset)
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Written != int64(len(want)-1000) {
 		t.Fatalf("run after the reset: %d new grants, err %v; want %d", res.Written, err, len(want)-1000)
 	}
@@ -950,7 +950,7 @@ func TestAdvDeferrableGrantsKey(t *testing.T) {
 	db.Exec(t, `CREATE TABLE public.coupon_grants (campaign_id text NOT NULL, member_id bigint NOT NULL,
   granted_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (campaign_id, member_id) DEFERRABLE INITIALLY IMMEDIATE)`)
 	db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, want[1500])
-	_, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	_, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "public.coupon_grants") || !strings.Contains(err.Error(), "DEFERRABLE") {
 		t.Fatalf("run into a grants table with a deferrable key: %v; want a config error naming the table and DEFERRABLE", err)
 	}
@@ -963,7 +963,7 @@ func TestAdvDeferrableGrantsKey(t *testing.T) {
 		t.Fatalf("error %v gives no statement to run", err)
 	}
 	db.Exec(t, err.Error()[i:])
-	if _, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+	if _, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); err != nil {
 		t.Fatalf("run after the statement the error gave: %v", err)
 	}
 	checkExact(t, db, want)
@@ -986,7 +986,7 @@ func TestAdvDSNSpellsASessionSettingInLowerCase(t *testing.T) {
 	for i := range 8 {
 		yaml := strings.Replace(advYAML(src, dst, "member_id <= 100", 1000), "dsn: "+src.URL, "dsn: "+src.URL+"&datestyle=SQL,DMY", 1)
 		yaml = strings.Replace(yaml, "campaign: "+campaignID, fmt.Sprintf("campaign: c%d", i), 1)
-		if _, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml), Store: openStore(t), Logger: quiet}); err != nil {
+		if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml), Store: openStore(t), Logger: quiet}); err != nil {
 			failed++
 			t.Logf("campaign c%d: %v", i, err)
 		}

@@ -65,7 +65,7 @@ func TestHostileTextKeysInChunks(t *testing.T) {
 			}
 			yaml := handlesYAML(src, dst, 3)
 			cfg := parseConfig(t, yaml)
-			res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+			res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet})
 			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
@@ -114,7 +114,7 @@ VALUES ($1, 'comeback', 'public.members', 'public.coupon_grants', '{member_id}',
 		db.Exec(t, "INSERT INTO public.coupon_grants_targets SELECT $1, unnest($2::bigint[])", id, want)
 		db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) SELECT $1, m FROM unnest($2::bigint[]) m WHERE m <= $3", id, want, half)
 	}
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil {
 		t.Fatalf("run of a campaign frozen before chunks: %v", err)
 	}
@@ -147,11 +147,11 @@ func TestChangedTargetsAreRefused(t *testing.T) {
 	db, want, cfg, store := campaignSetup(t, 500)
 	stop := make(chan struct{})
 	close(stop) // freeze, then stop before the first page
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop}); err != syncer.ErrStopped {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop}); err != syncer.ErrStopped {
 		t.Fatalf("run: %v; want ErrStopped", err)
 	}
 	db.Exec(t, "DELETE FROM public.coupon_grants_target_chunks WHERE first_pos = 500")
-	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	wantMsg := fmt.Sprintf("campaign %s froze %d targets but public.coupon_grants_target_chunks holds %d of them", campaignID, len(want), len(want)-500)
 	if err == nil || !strings.Contains(err.Error(), wantMsg) {
 		t.Fatalf("run with a chunk deleted: %v; want %q", err, wantMsg)

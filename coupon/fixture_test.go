@@ -10,9 +10,14 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/watermark"
 )
+
+// kinds are the kinds of sink the tests' runs know, as syncd registers them.
+var kinds = kind.NewRegistry(kind.Postgres(), coupon.Kind())
 
 // The incident at test scale: 20,000 members, 40% of them migrated in the
 // same second (one created_at), about 40% dormant (last purchase 400 days

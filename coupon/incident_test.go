@@ -64,7 +64,7 @@ func TestGrantsWhatABrokenBatchMissed(t *testing.T) {
 	_, before := incidentBatch(t, db, 500)
 	store := openStore(t)
 	cfg := parseConfig(t, configYAML(db, db, 1000))
-	res, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store})
+	res, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store})
 	if err != nil {
 		t.Fatalf("run over the broken batch's grants: %v", err)
 	}

@@ -49,7 +49,7 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 	db, want, cfg, store := campaignSetup(t, size)
 
 	stop := make(chan struct{})
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop,
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop,
 		AfterCommit: func(page int64) error {
 			if page == 3 {
 				close(stop)
@@ -66,7 +66,7 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 	}
 
 	started := time.Now()
-	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet,
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet,
 		AfterCommit: func(int64) error { return churn(ctx, db) }})
 	elapsed := time.Since(started)
 	if err != nil {
@@ -88,7 +88,7 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 	}
 	t.Logf("%d targets, %d pages of %d in %s (%.0f pages/s with churn between pages)", len(want), res.Pages, size, elapsed.Round(time.Millisecond), float64(res.Pages)/elapsed.Seconds())
 
-	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Pages != 0 || res.Written != 0 {
 		t.Fatalf("run after success: %d pages, %d new grants, err %v; want 0, 0, nil", res.Pages, res.Written, err)
 	}
@@ -116,7 +116,7 @@ func TestFailedPageLeavesNoTrace(t *testing.T) {
 		}
 		return nil
 	}}
-	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: crash})
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: crash})
 	if err == nil || !strings.Contains(err.Error(), "injected crash") {
 		t.Fatalf("run with a failing page 3: err %v; want the injected crash", err)
 	}
@@ -129,7 +129,7 @@ func TestFailedPageLeavesNoTrace(t *testing.T) {
 	if st.LastStatus != "failed" {
 		t.Fatalf("status after the failed page: %q; want failed", st.LastStatus)
 	}
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil {
 		t.Fatalf("re-run: %v", err)
 	}
@@ -147,7 +147,7 @@ func TestMissingOrExtraGrantFailsRun(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	db, want, cfg, store := campaignSetup(t, 1000)
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); err != nil {
 		t.Fatal(err)
 	}
 	lost := want[len(want)/2]
@@ -155,7 +155,7 @@ func TestMissingOrExtraGrantFailsRun(t *testing.T) {
 	db.Exec(t, "DELETE FROM public.coupon_grants WHERE campaign_id = $1 AND member_id = $2", campaignID, lost)
 	db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id) VALUES ($1, $2)", campaignID, stranger)
 
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	wantMsg := fmt.Sprintf("campaign %s: 1 of %d targets have no grant and 1 grants are not targets", campaignID, len(want))
 	if !errors.Is(err, coupon.ErrNotReconciled) || !strings.Contains(err.Error(), wantMsg) || !strings.Contains(err.Error(), "syncd reconcile --source comeback") {
 		t.Fatalf("run with a missing and an extra grant: err %v; want %q", err, wantMsg)
@@ -180,11 +180,11 @@ func TestMissingOrExtraGrantFailsRun(t *testing.T) {
 		t.Fatalf("reconcile --repair: %+v, %v; want repaired, 1 missing found", rep, err)
 	}
 	checkExact(t, db, slices.Sorted(slices.Values(append(slices.Clone(want), stranger))))
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); !errors.Is(err, coupon.ErrNotReconciled) {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); !errors.Is(err, coupon.ErrNotReconciled) {
 		t.Fatalf("run with an extra grant left: err %v; want ErrNotReconciled (extras are never revoked by syncd)", err)
 	}
 	db.Exec(t, "DELETE FROM public.coupon_grants WHERE campaign_id = $1 AND member_id = $2", campaignID, stranger)
-	res, err = syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet})
+	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet})
 	if err != nil || res.Written != 0 {
 		t.Fatalf("run after the extra grant was revoked: %d new grants, err %v; want 0, nil", res.Written, err)
 	}
@@ -212,7 +212,7 @@ func TestGrantAheadOfTheRunIsKept(t *testing.T) {
 		}
 		return nil
 	}}
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: test})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: test})
 	if err != nil {
 		t.Fatalf("run with a grant ahead of it: %v", err)
 	}
@@ -243,11 +243,11 @@ func TestRunLockOnTheGrantsSession(t *testing.T) {
      AND l.classid::bigint = (k.k >> 32) & 4294967295 AND l.objid::bigint = k.k & 4294967295),
   (SELECT a.pid FROM pg_stat_activity a WHERE a.datname = current_database() AND a.application_name = 'syncd'
      AND a.state = 'idle in transaction' AND a.backend_xid IS NOT NULL LIMIT 1)`,
-			runlock.Key(syncer.LockTarget(cfg))).Scan(&h, &w)
+			runlock.Key(syncer.LockTarget(coupon.Kind(), cfg))).Scan(&h, &w)
 		holders, writers = append(holders, h), append(writers, w)
 		return err
 	}}
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Test: test}); err != nil {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: test}); err != nil {
 		t.Fatal(err)
 	}
 	checkExact(t, db, want)
@@ -293,7 +293,7 @@ INSERT INTO public.members_archive SELECT * FROM public.members WHERE member_id 
 INSERT INTO public.members_archive VALUES (%d, now(), now() - interval '400 days')`, want[0], members+1))
 				want = append(want, members+1)
 			}
-			if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet}); err != nil {
+			if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}); err != nil {
 				t.Fatal(err)
 			}
 			checkExact(t, db, want)

@@ -31,7 +31,7 @@ func TestGrantPagesEndAtTheirLastTarget(t *testing.T) {
 	db, want, cfg, store := campaignSetup(t, size)
 	var rows []int64
 	var cursors []string
-	res, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: store, Logger: quiet,
+	res, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet,
 		OnPage: func(p syncer.PageStats) {
 			rows = append(rows, p.Rows)
 			cursors = append(cursors, strings.Join(p.Cursor, ","))
@@ -79,13 +79,13 @@ CREATE FUNCTION public.note_grant_try() RETURNS trigger LANGUAGE plpgsql AS
 CREATE TRIGGER note_grant_try BEFORE INSERT ON public.coupon_grants FOR EACH ROW EXECUTE FUNCTION public.note_grant_try();`)
 
 	stop := make(chan struct{})
-	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop,
+	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop,
 		AfterCommit: func(int64) error { close(stop); return nil }})
 	if !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run (pages of 1000, stopped after one): err %v; want ErrStopped", err)
 	}
 	const size = 300
-	res, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, configYAML(db, db, size)), Store: store, Logger: quiet})
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, size)), Store: store, Logger: quiet})
 	if err != nil {
 		t.Fatalf("second run (pages of %d): %v", size, err)
 	}
@@ -115,7 +115,7 @@ func TestGrantPagesDefaultToTheirOwnSize(t *testing.T) {
 	if cfg.Source.PageSize != config.DefaultPageSize || cfg.Sink.GrantPageSize != config.DefaultGrantPageSize {
 		t.Fatalf("page_size %d, grant_page_size %d; want %d and %d", cfg.Source.PageSize, cfg.Sink.GrantPageSize, config.DefaultPageSize, config.DefaultGrantPageSize)
 	}
-	res, err := syncer.Run(context.Background(), syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet})
+	res, err := syncer.Run(context.Background(), syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet})
 	if err != nil {
 		t.Fatalf("run: %v", err)
 	}

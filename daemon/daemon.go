@@ -67,7 +67,11 @@ type Options struct {
 	Configs []*config.Config
 	// Load are the options a reload loads ConfigPath with (those the
 	// caller loaded Configs with).
-	Load    config.Options
+	Load config.Options
+	// Kinds are the kinds of sink the daemon's sources may have (cli's
+	// DefaultKinds); nil: the table copy only. The daemon hands them to
+	// every run, reconcile and resync.
+	Kinds   *kind.Registry
 	Store   *watermark.Store
 	Logger  *slog.Logger
 	Version string
@@ -493,7 +497,7 @@ func (d *daemon) add(c *config.Config) {
 		}
 	}
 	s.schedule(c)
-	if k, err := kind.Of(c); err != nil || !k.RunsAtStart {
+	if k, err := d.o.Kinds.Of(c); err != nil || !k.RunsAtStart {
 		return
 	}
 	if cfg, ok := s.start(jobSync); ok {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 )
@@ -108,7 +107,7 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 
 // status serves exactly what `syncd status --json` prints.
 func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
-	st, err := ops.BuildStatus(d.o.Store, d.configs())
+	st, err := ops.BuildStatus(d.o.Store, d.o.Kinds, d.configs())
 	st.WithRunning(d.running())
 	if err == nil {
 		// Every pattern source's skipped tables, those of a pattern
@@ -164,7 +163,7 @@ func (d *daemon) resync(w http.ResponseWriter, r *http.Request, local bool) {
 		reply(w, http.StatusNotFound, Reply{Message: fmt.Sprintf("source %q is not configured in this daemon", req.Source)})
 		return
 	}
-	if k, err := kind.Of(s.config()); err == nil && k.NoResync != "" {
+	if k, err := d.o.Kinds.Of(s.config()); err == nil && k.NoResync != "" {
 		reply(w, http.StatusBadRequest, Reply{Message: fmt.Sprintf("source %s %s", req.Source, k.NoResync)})
 		return
 	}

@@ -8,9 +8,11 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -41,6 +43,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 	o := daemon.Options{
 		ConfigPath: path,
 		Configs:    cfgs,
+		Kinds:      kind.NewRegistry(kind.Postgres(), coupon.Kind()),
 		Store:      store,
 		Logger:     slog.New(slog.NewJSONHandler(d.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Version:    "test",

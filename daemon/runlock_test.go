@@ -12,7 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/syncer"
 )
@@ -186,7 +188,11 @@ func holdRunLock(t *testing.T, conn *pgxpool.Conn, path string, same bool) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	target := syncer.LockTarget(cfgs[0])
+	k, err := kind.NewRegistry(kind.Postgres(), coupon.Kind()).Of(cfgs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := syncer.LockTarget(k, cfgs[0])
 	identity := runlock.IdentityKey(target)
 	if !same {
 		identity = runlock.Key(target) + "@another source"

@@ -249,7 +249,7 @@ func (s *source) runJob(job string, cfg *config.Config) {
 
 // reconcile runs the scheduled reconcile and records what it found.
 func (s *source) reconcile(cfg *config.Config, started time.Time) string {
-	rep, err := ops.Reconcile(s.d.stopCtx, cfg, s.d.o.Store, cfg.Reconcile != nil && cfg.Reconcile.Repair, s.d.log)
+	rep, err := ops.Reconcile(s.d.stopCtx, s.d.o.Kinds, cfg, s.d.o.Store, cfg.Reconcile != nil && cfg.Reconcile.Repair, s.d.log)
 	took := time.Since(started).Round(time.Millisecond).String()
 	if err != nil {
 		s.log.Error("scheduled reconcile failed", "err", err, "duration", took)
@@ -296,7 +296,7 @@ func (s *source) finish(job, outcome string, err error) {
 	if s.pending != nil {
 		p := *s.pending
 		s.pending = nil
-		if m, rerr := ops.ResyncMove(s.d.o.Store, s.cfg, p.from, p.skipRows); rerr != nil {
+		if m, rerr := ops.ResyncMove(s.d.o.Store, s.d.o.Kinds, s.cfg, p.from, p.skipRows); rerr != nil {
 			s.log.Error("resync requested during the run could not be applied", "err", rerr)
 		} else {
 			s.log.Info("resync requested during the run applied", "from", resyncText(p.from), "result", m.Done(s.cfg.Name, -1))
@@ -352,7 +352,7 @@ func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, err
 	}
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
-			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
+			Config: cfg, Kinds: s.d.o.Kinds, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
 			AfterCommit: afterCommit, QuietIdle: true,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
@@ -426,7 +426,7 @@ func (s *source) requestResync(from time.Time, skipRows bool) (m ops.Move, appli
 		s.pending = &pendingResync{from: from, skipRows: skipRows}
 		return ops.Move{}, false, nil
 	}
-	m, err = ops.ResyncMove(s.d.o.Store, s.cfg, from, skipRows)
+	m, err = ops.ResyncMove(s.d.o.Store, s.d.o.Kinds, s.cfg, from, skipRows)
 	if err != nil {
 		return m, false, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
@@ -30,12 +31,12 @@ func TestResyncAndStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	old := syncer.IdentityOf(parse(t, "[updated_at, id]"))
+	old := syncer.IdentityOf(kind.Postgres(), parse(t, "[updated_at, id]"))
 	if err := store.Put("orders", watermark.State{Identity: &old, Cursor: []string{"2026-11-30 10:00:00+00", "42"}, TotalWritten: 42}); err != nil {
 		t.Fatal(err)
 	}
 	c := parse(t, "[changed_at, id]")
-	st, err := ops.BuildStatus(store, []*config.Config{c})
+	st, err := ops.BuildStatus(store, nil, []*config.Config{c})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestResyncAndStatus(t *testing.T) {
 	if err := ops.Resync(store, c, from); err != nil {
 		t.Fatal(err)
 	}
-	st, err = ops.BuildStatus(store, []*config.Config{c})
+	st, err = ops.BuildStatus(store, nil, []*config.Config{c})
 	if err != nil {
 		t.Fatal(err)
 	}

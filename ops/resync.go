@@ -114,9 +114,10 @@ func (e *SkipError) Unwrap() []error { return []error{ErrSkipsRows, config.ErrIn
 
 // Resync moves the watermark of source c back to from (the zero time: the
 // start) and records c's settings as the ones the watermark now belongs
-// to; a move forward is refused (see ResyncMove).
+// to; a move forward is refused (see ResyncMove). c is a table copy (the
+// kind.Postgres of a nil registry).
 func Resync(store *watermark.Store, c *config.Config, from time.Time) error {
-	_, err := ResyncMove(store, c, from, false)
+	_, err := ResyncMove(store, nil, c, from, false)
 	return err
 }
 
@@ -127,14 +128,16 @@ func Resync(store *watermark.Store, c *config.Config, from time.Time) error {
 // says the operator wants exactly that. The check and the write are one
 // transaction of the state file. A stored state that no longer decodes is
 // replaced: resync is the recovery its error message names.
-func ResyncMove(store *watermark.Store, c *config.Config, from time.Time, skipRows bool) (Move, error) {
-	if k, err := kind.Of(c); err != nil {
+func ResyncMove(store *watermark.Store, kinds *kind.Registry, c *config.Config, from time.Time, skipRows bool) (Move, error) {
+	k, err := kinds.Of(c)
+	if err != nil {
 		return Move{}, err
-	} else if k.NoResync != "" {
+	}
+	if k.NoResync != "" {
 		return Move{}, c.Errorf("sink.type", "source %s %s", c.Name, k.NoResync)
 	}
 	name := c.Name
-	id := syncer.IdentityOf(c)
+	id := syncer.IdentityOf(k, c)
 	reset := func(st *watermark.State) {
 		st.Identity = &id
 		st.Cursor = nil
@@ -148,7 +151,7 @@ func ResyncMove(store *watermark.Store, c *config.Config, from time.Time, skipRo
 		st.ResyncedAt = time.Now().UTC()
 	}
 	m := Move{To: from}
-	err := store.Update(name, func(st *watermark.State) error {
+	err = store.Update(name, func(st *watermark.State) error {
 		m = PlanMove(*st, from)
 		if m.Forward() && !skipRows {
 			return &SkipError{Source: name, Move: m, Rows: -1}

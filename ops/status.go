@@ -6,6 +6,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -124,7 +125,7 @@ type Status struct {
 }
 
 // BuildStatus reads the stored state of every configured source.
-func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) {
+func BuildStatus(store *watermark.Store, kinds *kind.Registry, cfgs []*config.Config) (Status, error) {
 	out := Status{State: store.Path(), Sources: []SourceStatus{}}
 	now := time.Now()
 	for _, c := range cfgs {
@@ -160,7 +161,11 @@ func BuildStatus(store *watermark.Store, cfgs []*config.Config) (Status, error) 
 		// Without the DSNs (status loads none) the sink's database is
 		// unknown here: CheckIdentity compares every other setting, and
 		// the next run checks them all.
-		if err := syncer.CheckIdentity(c, s, store.Path()); err != nil {
+		k, err := kinds.Of(c)
+		if err == nil {
+			err = syncer.CheckIdentity(k, c, s, store.Path())
+		}
+		if err != nil {
 			out.Sources[len(out.Sources)-1].IdentityError = err.Error()
 		}
 	}

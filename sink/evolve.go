@@ -17,6 +17,32 @@ import (
 // source column of type src exactly, and if not, why.
 func Holds(src, dst string) (bool, string) { return holds(src, dst) }
 
+// SchemaFollower is implemented by a sink whose copy follows the source's
+// schema changes (Postgres): the run compares the source's columns with
+// the copy's before the first page, alters the copy under schema_changes:
+// evolve (and backfills a column it added), and refuses a change under
+// fail. A sink without it writes the columns each page has, and a run
+// refuses schema_changes: fail for it, which it could not enforce.
+type SchemaFollower interface {
+	// Columns are the copy's columns and their types (none: no copy yet).
+	Columns(ctx context.Context) (map[string]string, error)
+	// ColumnNums are the copy's columns' attribute numbers.
+	ColumnNums(ctx context.Context) (map[string]int16, error)
+	// Qualified is the copy's quoted, schema-qualified name.
+	Qualified() string
+	// Alter runs clauses of ALTER TABLE on the copy and returns the statement.
+	Alter(ctx context.Context, clauses []string) (string, error)
+	// Backfill writes cols of the rows the copy holds, by key.
+	Backfill(ctx context.Context, key, cols, types []string, rows [][]*string) (int64, error)
+	// EnumChanges and DomainChanges are the changes of the types the
+	// copy's columns use; AlterTypes follows them.
+	EnumChanges(ctx context.Context) ([]TypeChange, error)
+	DomainChanges(ctx context.Context) ([]TypeChange, error)
+	AlterTypes(ctx context.Context, stmts []string) error
+}
+
+var _ SchemaFollower = (*Postgres)(nil)
+
 // Columns maps each column of the copy to its format_type; it is empty
 // when the copy does not exist yet.
 func (s *Postgres) Columns(ctx context.Context) (map[string]string, error) {

@@ -5,9 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/reconcile"
-	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
 )
@@ -32,11 +30,12 @@ func (r *runner) compare(ctx context.Context) error {
 	if r.st, _, err = r.o.Store.Get(c.Name); err != nil {
 		return err
 	}
-	k, err := kind.Of(&c)
+	k, err := r.o.Kinds.Of(&c)
 	if err != nil {
 		return err
 	}
-	if k.OpenSink == nil {
+	r.k = k
+	if k.OpenSink == nil || k.Reconcile == nil {
 		return c.Errorf("mode", "a %s sink cannot be synced in compare mode", c.Sink.Type)
 	}
 	// The source first: it settles sink.key, which the sink is opened with.
@@ -51,7 +50,7 @@ func (r *runner) compare(ctx context.Context) error {
 	}
 	r.dst = dst
 	r.closers = append(r.closers, func(context.Context) { _ = dst.Close(ctx) })
-	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
+	if err := r.acquire(ctx, dst); err != nil {
 		return err
 	}
 	rec, err := r.claim(ctx, src, dst)
@@ -61,7 +60,7 @@ func (r *runner) compare(ctx context.Context) error {
 	// A watermark left by cursor runs is not resumed from (Run drops it
 	// once the run succeeds, so that a return to mode: cursor starts from
 	// the beginning): the identity is adopted, not checked.
-	if err := adoptIdentity(r.o.Store, &c, r.st); err != nil {
+	if err := adoptIdentity(r.o.Store, k, &c, r.st); err != nil {
 		return err
 	}
 	if err := r.prepare(ctx, src); err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
-	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
@@ -84,7 +84,7 @@ const blockSize = 8192
 // committed since that snapshot); when the run does not qualify it returns
 // pos unchanged and does nothing. docs/RELIABILITY.md ("First load")
 // reasons why a resumed load, read from another snapshot, is still exact.
-func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock *runlock.Lock, pos source.Position, read bool, log *slog.Logger, res *Result) (source.Position, error) {
+func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock kind.RunLock, pos source.Position, read bool, log *slog.Logger, res *Result) (source.Position, error) {
 	c := o.Config
 	if !read || pos.After != nil || pos.AtLeast != "" || c.Sink.Type != config.SinkPostgres || c.Source.DeletedColumn != "" {
 		return pos, nil
@@ -174,7 +174,7 @@ type loader struct {
 	src    *source.Reader
 	log    *slog.Logger
 	res    *Result
-	lock   *runlock.Lock
+	lock   kind.RunLock
 	fl     *watermark.FirstLoad
 	binary bool   // COPY in binary (every column built in, same type on both sides)
 	target string // the copy, qualified
@@ -632,7 +632,7 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 	}
 	out := "COPY (" + q + ") TO STDOUT" + format
 	l.mu.Lock()
-	err := l.lock.Check(ctx)
+	err := checkLock(ctx, l.lock)
 	l.mu.Unlock()
 	if err != nil {
 		return err

@@ -108,7 +108,7 @@ func statusText(t *testing.T, f *fixture, c *config.Config) string {
 // printStatus prints what `syncd status` (--json) prints for one source.
 func printStatus(t *testing.T, f *fixture, c *config.Config, asJSON bool) string {
 	t.Helper()
-	st, err := ops.BuildStatus(f.store, []*config.Config{c})
+	st, err := ops.BuildStatus(f.store, nil, []*config.Config{c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/runlock"
@@ -27,11 +26,12 @@ var identityKeys = []string{
 	"sink.type", "sink.database", "sink.table", "sink.key", "sink.keep_deleted", "sink.campaign",
 }
 
-// IdentityOf returns the identity of the watermark that c's runs write: its
-// settings normalised (schema-qualified tables, the where clause with its
-// blanks collapsed, the sink's host, port and database without user or
-// password) and a fingerprint of them.
-func IdentityOf(c *config.Config) watermark.Identity {
+// IdentityOf returns the identity of the watermark that c's runs write to
+// a sink of kind k: its settings normalised (schema-qualified tables, the
+// where clause with its blanks collapsed, and what k.Identity says names the
+// place it writes, such as the sink's host, port and database without user
+// or password) and a fingerprint of them.
+func IdentityOf(k kind.Kind, c *config.Config) watermark.Identity {
 	s := map[string]string{
 		"source.table":          c.Source.Ident.String(),
 		"source.cursor":         namesText(c.Source.Cursor),
@@ -39,7 +39,6 @@ func IdentityOf(c *config.Config) watermark.Identity {
 		"source.columns":        namesText(slices.Sorted(slices.Values(c.Source.Columns))),
 		"source.deleted_column": c.Source.DeletedColumn,
 		"sink.type":             c.Sink.Type,
-		"sink.database":         databaseText(c.Sink.DSN),
 		"sink.table":            c.Sink.Ident.String(),
 		"sink.key":              namesText(c.Sink.Key),
 		"sink.keep_deleted":     strconv.FormatBool(c.Sink.KeepDeleted),
@@ -47,8 +46,8 @@ func IdentityOf(c *config.Config) watermark.Identity {
 	if s["source.columns"] == "" {
 		s["source.columns"] = "*"
 	}
-	if kind.IsCampaign(c) {
-		s["sink.campaign"] = c.Sink.Campaign
+	for key, v := range k.Identity(c) {
+		s[key] = v
 	}
 	raw, _ := json.Marshal(s) // map keys are sorted: the same settings give the same bytes
 	sum := sha256.Sum256(raw)
@@ -63,12 +62,12 @@ func IdentityOf(c *config.Config) watermark.Identity {
 // the keys that changed, the state file and the command that resets it.
 //
 // A source in compare mode resumes from nothing: it is never refused.
-func CheckIdentity(c *config.Config, st watermark.State, statePath string) error {
+func CheckIdentity(k kind.Kind, c *config.Config, st watermark.State, statePath string) error {
 	if st.Identity == nil || !hasWatermark(st) || c.Compare() {
 		return nil
 	}
-	cur := IdentityOf(c)
-	if cur.Fingerprint == st.Identity.Fingerprint || newCampaign(c, st.Identity) {
+	cur := IdentityOf(k, c)
+	if cur.Fingerprint == st.Identity.Fingerprint || newCampaign(k, c, st.Identity) {
 		return nil
 	}
 	changed := identityDiff(st.Identity.Settings, cur.Settings)
@@ -98,7 +97,7 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 	if len(diff) == 0 {
 		diff = append(diff, "settings this syncd cannot name")
 	}
-	if kind.IsCampaign(c) {
+	if k.Campaign {
 		return c.Errorf(key, "campaign %s of source %s was started with other settings (%s; recorded in %s): a frozen campaign cannot change its targets or grants table, or members would be granted twice or never; restore the config, or start a new campaign with a new sink.campaign id",
 			c.Sink.Campaign, c.Name, strings.Join(diff, "; "), statePath)
 	}
@@ -111,13 +110,13 @@ func CheckIdentity(c *config.Config, st watermark.State, statePath string) error
 // stored one differs (none yet, an old state, a state without watermark or
 // a new campaign). CheckIdentity has passed, so the watermark, if any, is
 // the one these settings continue from.
-func adoptIdentity(store *watermark.Store, c *config.Config, st watermark.State) error {
-	id := IdentityOf(c)
+func adoptIdentity(store *watermark.Store, k kind.Kind, c *config.Config, st watermark.State) error {
+	id := IdentityOf(k, c)
 	if st.Identity != nil && st.Identity.Fingerprint == id.Fingerprint {
 		return nil
 	}
 	return store.Update(c.Name, func(st *watermark.State) error {
-		if kind.IsCampaign(c) && st.Campaign != "" && st.Campaign != c.Sink.Campaign {
+		if k.Campaign && st.Campaign != "" && st.Campaign != c.Sink.Campaign {
 			// A new campaign: its first granted page records it (and binds
 			// the identity); until then the old one's progress is not shown.
 			st.Cursor, st.From, st.TotalRows, st.Campaign = nil, "", 0, ""
@@ -131,12 +130,12 @@ func adoptIdentity(store *watermark.Store, c *config.Config, st watermark.State)
 // what its runs write, so that two different sources sharing a name do not
 // lock each other out, and the identity tells a second process of the same
 // source from a different source.
-func LockTarget(c *config.Config) runlock.Target {
+func LockTarget(k kind.Kind, c *config.Config) runlock.Target {
 	w := c.Sink.Ident.String()
-	if kind.IsCampaign(c) {
+	if k.Campaign {
 		w += " campaign " + c.Sink.Campaign
 	}
-	return runlock.Target{Source: c.Name, Writes: w, Identity: IdentityOf(c).Fingerprint}
+	return runlock.Target{Source: c.Name, Writes: w, Identity: IdentityOf(k, c).Fingerprint}
 }
 
 // hasWatermark reports whether st holds a position to resume from.
@@ -146,13 +145,13 @@ func hasWatermark(st watermark.State) bool {
 
 // newCampaign reports whether c is a coupon campaign other than the one
 // the stored identity belongs to.
-func newCampaign(c *config.Config, old *watermark.Identity) bool {
-	return kind.IsCampaign(c) && old.Settings["sink.type"] == c.Sink.Type &&
+func newCampaign(k kind.Kind, c *config.Config, old *watermark.Identity) bool {
+	return k.Campaign && old.Settings["sink.type"] == c.Sink.Type &&
 		old.Settings["sink.campaign"] != c.Sink.Campaign
 }
 
 // identityDiff lists the keys whose values differ, in identityKeys order
-// (then any key this build does not know).
+// (then the others, a kind's own or ones this build does not know, sorted).
 func identityDiff(old, cur map[string]string) []string {
 	var out []string
 	seen := map[string]bool{}
@@ -162,7 +161,14 @@ func identityDiff(old, cur map[string]string) []string {
 			out = append(out, k)
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(old)) {
+	rest := slices.Sorted(maps.Keys(old))
+	for k := range cur {
+		if _, ok := old[k]; !ok {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	for _, k := range rest {
 		if !seen[k] && old[k] != cur[k] {
 			out = append(out, k)
 		}
@@ -210,13 +216,4 @@ func whereText(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// databaseText is host:port/database of a DSN, without user or password.
-func databaseText(dsn string) string {
-	pc, err := pgconn.ParseConfig(dsn)
-	if err != nil {
-		return ""
-	}
-	return fmt.Sprintf("%s:%d/%s", pc.Host, pc.Port, pc.Database)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/sourceerr"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -23,9 +24,9 @@ func TestCheckIdentityTypedError(t *testing.T) {
 		}
 		return c
 	}
-	old := syncer.IdentityOf(parse("[updated_at, id]"))
+	old := syncer.IdentityOf(kind.Postgres(), parse("[updated_at, id]"))
 	st := watermark.State{Identity: &old, Cursor: []string{"2026-01-01 00:00:00+00", "7"}}
-	err := syncer.CheckIdentity(parse("[changed_at, id]"), st, "/var/lib/syncd/syncd.db")
+	err := syncer.CheckIdentity(kind.Postgres(), parse("[changed_at, id]"), st, "/var/lib/syncd/syncd.db")
 	var rn *sourceerr.ResyncNeeded
 	if !errors.As(err, &rn) || rn.Source != "orders" || !errors.Is(err, config.ErrInvalid) {
 		t.Fatalf("CheckIdentity = %v; want a config error that is a ResyncNeeded of orders", err)

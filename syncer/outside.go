@@ -6,7 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/syncd/syncd/internal/saidonce"
-	"github.com/syncd/syncd/runlock"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 )
@@ -26,7 +26,7 @@ var outsideWarned saidonce.Set
 // The pass runs before the run's final flush, so its pages become durable
 // with the cursor pages; a failure fails the run, and the next run repeats
 // the pass.
-func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock *runlock.Lock, log *slog.Logger, res *Result) error {
+func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock kind.RunLock, log *slog.Logger, res *Result) error {
 	out, err := src.CountOutside(ctx)
 	if err != nil {
 		return err
@@ -64,7 +64,7 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 		if p.Len() == 0 {
 			return nil
 		}
-		if err := lock.Check(ctx); err != nil {
+		if err := checkLock(ctx, lock); err != nil {
 			return err
 		}
 		ar, err := dst.Apply(ctx, p)

@@ -66,11 +66,14 @@ type schemaChange struct {
 // backfilled before the run goes on. It returns the kinds of the changes
 // it found.
 func followSchema(ctx context.Context, o Options, st watermark.State, src *source.Reader, dst sink.Sink, log *slog.Logger) ([]string, error) {
-	pg, ok := dst.(*sink.Postgres)
+	c := o.Config
+	pg, ok := dst.(sink.SchemaFollower)
 	if !ok {
+		if c.SchemaChanges == config.SchemaFail {
+			return nil, c.Errorf("schema_changes", "a %s sink does not follow the source's schema (it writes the columns each page has), so fail cannot stop a run at a change; remove schema_changes: fail", c.Sink.Type)
+		}
 		return nil, nil
 	}
-	c := o.Config
 	cur, err := src.Schema(ctx)
 	if err != nil {
 		return nil, err
@@ -459,7 +462,7 @@ func sameSet(a, b []string) bool {
 // the copy holds, page by page in key order, recording its progress after
 // each page so that a run that stops resumes where it was; re-applying a
 // page changes nothing.
-func runBackfill(ctx context.Context, o Options, src *source.Reader, pg *sink.Postgres, b watermark.Backfill, log *slog.Logger) error {
+func runBackfill(ctx context.Context, o Options, src *source.Reader, pg sink.SchemaFollower, b watermark.Backfill, log *slog.Logger) error {
 	c := o.Config
 	copyCols, err := pg.Columns(ctx)
 	if err != nil {

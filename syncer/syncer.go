@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
@@ -30,6 +29,9 @@ type Options struct {
 	Config *config.Config
 	Store  *watermark.Store
 	Logger *slog.Logger
+	// Kinds are the kinds of sink the run may open, as the caller built
+	// them (cli's DefaultKinds); nil: the table copy (kind.Postgres) only.
+	Kinds *kind.Registry
 	// Stop, when closed, ends the run before its next page; the page in
 	// flight still commits and its watermark is still written.
 	Stop <-chan struct{}
@@ -249,13 +251,14 @@ type runner struct {
 	log *slog.Logger
 	st  watermark.State // the source's state, read once when the run starts
 	res Result
+	k   kind.Kind // the kind of the source's sink
 
 	rd    plan.Reader
 	dst   sink.Sink
 	hooks plan.Hooks   // nil: nothing before the first page or after the last
 	plan  *plan.Plan   // nil: a table copy
 	table *tableReader // nil: a plan's own reader
-	lock  *runlock.Lock
+	lock  kind.RunLock // nil: the kind holds no run lock
 	wm    *marks
 	// keepMarks is set when writing a watermark failed: the run ends at
 	// once, without the final flush.
@@ -309,13 +312,14 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 	if r.st, _, err = r.o.Store.Get(c.Name); err != nil {
 		return false, err
 	}
-	// A watermark computed for other settings is refused before anything
-	// is read or written.
-	if err := CheckIdentity(c, r.st, r.o.Store.Path()); err != nil {
+	k, err := r.o.Kinds.Of(c)
+	if err != nil {
 		return false, err
 	}
-	k, err := kind.Of(c)
-	if err != nil {
+	r.k = k
+	// A watermark computed for other settings is refused before anything
+	// is read or written.
+	if err := CheckIdentity(k, c, r.st, r.o.Store.Path()); err != nil {
 		return false, err
 	}
 	if k.OpenPlan != nil {
@@ -325,9 +329,9 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 }
 
 // openPlan opens a run that reads its own pages (a campaign): the plan
-// (which writes nothing until its hooks run), the run lock on the plan's
-// sink session when it is a sink.LockHolder (else on a connection of its
-// own), then the plan's before hook.
+// (which writes nothing until its hooks run), the kind's run lock (a
+// campaign's lives on the plan's sink session), then the plan's before
+// hook.
 func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
 	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test})
 	if err != nil {
@@ -339,13 +343,13 @@ func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
 		r.closers = append(r.closers, p.Close)
 	}
 	// Released before the plan closes (closers run in reverse).
-	if err := r.acquire(ctx, sink.LockConn(p.Sink)); err != nil {
+	if err := r.acquire(ctx, p.Sink); err != nil {
 		return err
 	}
 	// The state file records the identity (a campaign's binds from its
 	// first granted page on, see plan.Plan.Record), so that a sink.table
 	// moved to another schema is refused by the next run.
-	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
+	if err := adoptIdentity(r.o.Store, k, r.c, r.st); err != nil {
 		return err
 	}
 	r.wm = r.newMarks(nil, p.Record)
@@ -355,23 +359,31 @@ func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
 	return r.hooks.Before(ctx)
 }
 
-// acquire takes the run lock on conn (nil: a connection of its own, opened
-// with the sink's session limits, see sink.Connect).
-func (r *runner) acquire(ctx context.Context, conn *pgx.Conn) error {
-	var lock *runlock.Lock
-	var err error
-	if conn != nil {
-		lock, err = runlock.Acquire(ctx, conn, r.c.Sink.DSN, LockTarget(r.c))
-	} else {
-		dial := func(ctx context.Context) (*pgx.Conn, error) { return sink.Connect(ctx, r.c) }
-		lock, err = runlock.AcquireOwn(ctx, dial, LockTarget(r.c))
+// acquire takes the run lock the way the sink's kind holds it (Kind.Lock:
+// for a PostgreSQL sink, on dst's own session when it is a
+// sink.LockHolder, else on a connection of its own). A kind that cannot
+// hold one runs without.
+func (r *runner) acquire(ctx context.Context, dst sink.Sink) error {
+	if r.k.Lock == nil {
+		r.log.Debug("run without a run lock: the sink's kind cannot hold one", "sink_type", r.k.Type)
+		return nil
 	}
+	lock, err := r.k.Lock(ctx, r.c, dst, LockTarget(r.k, r.c))
 	if err != nil {
 		return err
 	}
 	r.lock = lock
-	r.closers = append(r.closers, func(ctx context.Context) { lock.Release(ctx) })
+	r.closers = append(r.closers, func(ctx context.Context) { _ = lock.Release(ctx) })
 	return nil
+}
+
+// checkLock fails when the run lost its lock (Kind.Lock), before a page
+// is written.
+func checkLock(ctx context.Context, lock kind.RunLock) error {
+	if lock == nil {
+		return nil
+	}
+	return lock.Check(ctx)
 }
 
 // newMarks writes the watermark of each committed page and reports it.
@@ -416,7 +428,7 @@ func (r *runner) loop(ctx context.Context) error {
 		if p.Len() == 0 {
 			return nil
 		}
-		if err := r.lock.Check(ctx); err != nil {
+		if err := checkLock(ctx, r.lock); err != nil {
 			return err
 		}
 		if r.table != nil && !behind {

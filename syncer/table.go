@@ -93,7 +93,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		return false, err
 	}
 	r.checkIndex(ctx, src)
-	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
+	if err := r.acquire(ctx, dst); err != nil {
 		return false, err
 	}
 	// The sink's catalog names the copy's one writer and where it is;
@@ -105,7 +105,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path()); err != nil {
 		return false, err
 	}
-	if err := adoptIdentity(r.o.Store, r.c, r.st); err != nil {
+	if err := adoptIdentity(r.o.Store, k, r.c, r.st); err != nil {
 		return false, err
 	}
 	if err := r.prepare(ctx, src); err != nil {
