@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/sink/sinktest"
@@ -39,6 +41,9 @@ sink:
 	return c
 }
 
+// pgKind is the table copy's kind, whose declarations the suite checks.
+var pgKind = kind.Postgres()
+
 func TestPostgresConformance(t *testing.T) {
 	sinktest.Exercise(t, func(t *testing.T) sinktest.Harness {
 		db := pgtest.NewDB(t)
@@ -49,7 +54,14 @@ func TestPostgresConformance(t *testing.T) {
 				{Name: "updated_at", Type: "timestamp with time zone", TypeOID: 1184, NotNull: true},
 				{Name: "val", Type: "text", TypeOID: 25},
 			},
-			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true, Recorder: true},
+			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true, Recorder: true, SchemaFollower: true},
+			Kind:   &pgKind,
+			Config: func(*testing.T) *config.Config { return cfg },
+			Moved: func(*testing.T) *config.Config {
+				moved := *cfg
+				moved.Sink.DSN = strings.Replace(cfg.Sink.DSN, "/"+db.Name, "/"+db.Name+"_moved", 1)
+				return &moved
+			},
 			Register: func(t *testing.T) string {
 				conn, err := pgx.Connect(context.Background(), db.URL)
 				if err != nil {

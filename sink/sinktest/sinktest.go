@@ -1,19 +1,31 @@
 // Package sinktest is the conformance suite every sink.Sink runs: pages are
 // applied exactly once in effect however often they are re-applied, a stale
 // page never overwrites a newer one, a failed page leaves nothing behind, and
-// a reopened sink carries on where the last one stopped. A sink has exactly
+// a reopened sink carries on where the last one stopped. A sink that
+// appends rather than upserts (Capabilities.Appends) is held to the rule
+// its readers use instead: every row of every page is kept, and the newest
+// row of a key by its cursor is the one that counts. A sink has exactly
 // the optional capabilities its harness declares (sink.Deferred,
-// sink.BinaryWriter, sink.LockHolder), and each one it has keeps its
-// contract.
+// sink.BinaryWriter, sink.LockHolder, sink.Recorder,
+// sink.SchemaFollower), and each one it has keeps its contract; given its
+// kind (Harness.Kind), the suite also checks what the kind declares: its
+// identity, its secrets, its run lock, schema following, appending and
+// the refusal of reconcile where it does not apply.
 package sinktest
 
 import (
 	"context"
+	"errors"
+	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
 )
 
@@ -28,8 +40,13 @@ type Harness struct {
 	Open func(t *testing.T) sink.Sink
 	// Page builds a page holding keys at version, in cursor order.
 	Page func(keys []int64, version int) page.Page
-	// Contents returns what the destination holds, one canonical line per row, sorted.
+	// Contents returns what the destination holds, one canonical line per
+	// row, sorted. For a sink that appends (Has.Appends) it is what a
+	// reader makes of it: the newest row of each key by its cursor.
 	Contents func(t *testing.T) []string
+	// Stored counts every row the destination holds, each appended row
+	// once (needed when Has.Appends).
+	Stored func(t *testing.T) int
 	// Expect returns the lines Contents must return when the destination
 	// has applied each key at the given version.
 	Expect func(state map[int64]int) []string
@@ -44,6 +61,15 @@ type Harness struct {
 	// record holds (nil: none). Needed when Has.Recorder.
 	Register func(t *testing.T) string
 	Recorded func(t *testing.T) []string
+
+	// Kind, when set, is the kind the sink is registered as; the suite
+	// then checks the capabilities the kind declares against the sink.
+	// Config returns a config of the kind for the harness's destination,
+	// Moved one for another destination of the same kind (another
+	// database, directory or topic), both with sink.table the same.
+	Kind   *kind.Kind
+	Config func(t *testing.T) *config.Config
+	Moved  func(t *testing.T) *config.Config
 }
 
 // Capabilities are the optional interfaces of the sink contract (see
@@ -59,6 +85,12 @@ type Capabilities struct {
 	// Recorder: sink.Recorder, a page's mark moves the destination's own
 	// record of its position in the page's transaction.
 	Recorder bool
+	// SchemaFollower: sink.SchemaFollower, the copy follows the source's
+	// schema changes.
+	SchemaFollower bool
+	// Appends: Apply appends every row of a page instead of upserting it
+	// by key (no interface says so; the kind declares it, Kind.Appends).
+	Appends bool
 }
 
 func keys(from, to int64) []int64 {
@@ -122,10 +154,16 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		if err != nil {
 			t.Fatalf("re-apply: %v", err)
 		}
-		if r.Written != 0 {
-			t.Errorf("re-applying the same page wrote %d rows, want 0", r.Written)
+		// An upsert changes nothing; an appending sink writes the page again.
+		if want := rewritten(h.Has, 100); r.Written != want {
+			t.Errorf("re-applying the same page wrote %d rows, want %d", r.Written, want)
 		}
 		check(t, state)
+		if h.Has.Appends {
+			if n := h.Stored(t); n != 200 {
+				t.Errorf("after a page of 100 rows applied twice the destination holds %d rows; an appending sink keeps all 200", n)
+			}
+		}
 	})
 
 	run("OverlapAndStale", func(t *testing.T) {
@@ -180,9 +218,10 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		_, deferred := s.(sink.Deferred)
 		_, holder := s.(sink.LockHolder)
 		_, recorder := s.(sink.Recorder)
+		_, follower := s.(sink.SchemaFollower)
 		b, binary := s.(sink.BinaryWriter)
 		binary = binary && b.WantsBinary()
-		got := Capabilities{Deferred: deferred, Binary: binary, LockHolder: holder, Recorder: recorder}
+		got := Capabilities{Deferred: deferred, Binary: binary, LockHolder: holder, Recorder: recorder, SchemaFollower: follower, Appends: h.Has.Appends}
 		if got != h.Has {
 			t.Fatalf("the sink's capabilities are %+v; its harness declares %+v", got, h.Has)
 		}
@@ -273,8 +312,8 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 				check(t, state)
 			}
 			r, err := s.Apply(ctx, h.BinaryPage(keys(60, 80), 3))
-			if err != nil || r.Written != 0 {
-				t.Fatalf("re-applying a binary page: written %d, err %v; want 0, nil", r.Written, err)
+			if want := rewritten(h.Has, 21); err != nil || r.Written != want {
+				t.Fatalf("re-applying a binary page: written %d, err %v; want %d, nil", r.Written, err, want)
 			}
 		})
 	}
@@ -310,6 +349,52 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		})
 	}
 
+	if has.Appends {
+		run("AppendsEveryRow", func(t *testing.T) {
+			s := open(t)
+			state := map[int64]int{}
+			applied := 0
+			// The lookback window read again, then a newer version, then a
+			// stale page: every row is kept, the newest by cursor counts.
+			for _, st := range []struct {
+				from, to int64
+				version  int
+			}{{1, 30, 1}, {20, 30, 1}, {10, 25, 2}, {1, 15, 1}} {
+				r, err := s.Apply(ctx, h.Page(keys(st.from, st.to), st.version))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := int(st.to - st.from + 1)
+				if r.Written != int64(n) {
+					t.Fatalf("appending %d rows wrote %d", n, r.Written)
+				}
+				applied += n
+				set(state, keys(st.from, st.to), st.version)
+				check(t, state)
+			}
+			if n := h.Stored(t); n != applied {
+				t.Fatalf("the destination holds %d rows; %d were appended", n, applied)
+			}
+		})
+	}
+	if has.SchemaFollower {
+		run("SchemaFollowerColumns", func(t *testing.T) {
+			s := open(t)
+			cols, err := s.(sink.SchemaFollower).Columns(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range h.Columns {
+				if _, ok := cols[c.Name]; !ok {
+					t.Fatalf("after Prepare the copy's columns %v lack %q", slices.Sorted(maps.Keys(cols)), c.Name)
+				}
+			}
+		})
+	}
+	if k := newHarness(t).Kind; k != nil {
+		exerciseKind(t, *k, newHarness)
+	}
+
 	run("ReopenContinues", func(t *testing.T) {
 		state := map[int64]int{}
 		s1 := open(t)
@@ -324,6 +409,100 @@ func Exercise(t *testing.T, newHarness func(t *testing.T) Harness) {
 		}
 		set(state, keys(20, 40), 2)
 		check(t, state)
+	})
+}
+
+// rewritten is how many rows re-applying a page of n rows writes: none
+// for an upsert, all of them for a sink that appends.
+func rewritten(has Capabilities, n int64) int64 {
+	if has.Appends {
+		return n
+	}
+	return 0
+}
+
+// exerciseKind checks what kind k declares against the harness's sink.
+func exerciseKind(t *testing.T, k kind.Kind, newHarness func(t *testing.T) Harness) {
+	ctx := context.Background()
+	t.Run("KindDeclares", func(t *testing.T) {
+		h := newHarness(t)
+		if k.OpenSink == nil {
+			t.Fatal("Kind.OpenSink is nil: the suite checks a table copy's kind")
+		}
+		s := h.Open(t)
+		defer s.Close(ctx)
+		if err := s.Prepare(ctx, h.Columns); err != nil {
+			t.Fatal(err)
+		}
+		_, follower := s.(sink.SchemaFollower)
+		if k.FollowsSchema != follower || k.FollowsSchema != h.Has.SchemaFollower {
+			t.Errorf("Kind.FollowsSchema is %v, the sink is a sink.SchemaFollower: %v, the harness declares %v", k.FollowsSchema, follower, h.Has.SchemaFollower)
+		}
+		if k.Appends != h.Has.Appends {
+			t.Errorf("Kind.Appends is %v; the harness declares %v", k.Appends, h.Has.Appends)
+		}
+		if k.Reconcile == nil {
+			err := k.NoReconcile(h.Config(t))
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), k.Type) {
+				t.Errorf("the refusal of reconcile is %v; want a config error naming sink type %s", err, k.Type)
+			}
+		}
+	})
+	t.Run("KindIdentity", func(t *testing.T) {
+		h := newHarness(t)
+		c, moved := h.Config(t), h.Moved(t)
+		id := k.Identity(c)
+		if len(id) == 0 {
+			t.Fatal("Kind.Identity is empty: a copy moved elsewhere would resume from the old watermark")
+		}
+		if again := k.Identity(c); !maps.Equal(id, again) {
+			t.Fatalf("Kind.Identity differs between two calls: %v, %v", id, again)
+		}
+		if other := k.Identity(moved); maps.Equal(id, other) {
+			t.Fatalf("Kind.Identity of another destination is the same (%v): a moved copy would resume from the old watermark", id)
+		}
+		if k.Secrets == nil {
+			return
+		}
+		for _, secret := range k.Secrets(c) {
+			for key, v := range id {
+				if secret != "" && strings.Contains(v, secret) {
+					t.Errorf("identity %s holds a secret of the kind; identities are printed", key)
+				}
+			}
+		}
+	})
+	if k.Lock == nil {
+		return
+	}
+	t.Run("KindLock", func(t *testing.T) {
+		h := newHarness(t)
+		c := h.Config(t)
+		target := runlock.Target{Source: c.Name, Writes: c.Sink.Ident.String(), Identity: "conformance"}
+		s1, s2 := h.Open(t), h.Open(t)
+		defer s1.Close(ctx)
+		defer s2.Close(ctx)
+		l1, err := k.Lock(ctx, c, s1, target)
+		if err != nil {
+			t.Fatalf("take the run lock: %v", err)
+		}
+		if err := l1.Check(ctx); err != nil {
+			t.Fatalf("check a held lock: %v", err)
+		}
+		if l2, err := k.Lock(ctx, c, s2, target); !errors.Is(err, runlock.ErrHeld) {
+			if l2 != nil {
+				_ = l2.Release(ctx)
+			}
+			t.Fatalf("a second run took the lock another holds: err %v; want runlock.ErrHeld", err)
+		}
+		if err := l1.Release(ctx); err != nil {
+			t.Fatalf("release: %v", err)
+		}
+		l3, err := k.Lock(ctx, c, s2, target)
+		if err != nil {
+			t.Fatalf("take the lock after its release: %v", err)
+		}
+		_ = l3.Release(ctx)
 	})
 }
 
