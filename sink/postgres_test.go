@@ -54,7 +54,7 @@ func TestPostgresConformance(t *testing.T) {
 				{Name: "updated_at", Type: "timestamp with time zone", TypeOID: 1184, NotNull: true},
 				{Name: "val", Type: "text", TypeOID: 25},
 			},
-			Has: sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true, Recorder: true, SchemaFollower: true},
+			Has:    sinktest.Capabilities{Deferred: true, Binary: true, LockHolder: true, Recorder: true, SchemaFollower: true},
 			Kind:   &pgKind,
 			Config: func(*testing.T) *config.Config { return cfg },
 			Moved: func(*testing.T) *config.Config {
