@@ -69,9 +69,14 @@ type Kind struct {
 	Secrets func(c *config.Config) []string
 	// Lock takes the run lock of target t for a run that opened sink s,
 	// without waiting: an error wrapping runlock.ErrHeld when another
-	// process holds it (the run is then skipped). Nil: the kind cannot
-	// hold a run lock, and two runs of one source may write at once; only
-	// a kind whose writes tolerate that may leave it out.
+	// process holds it (the run is then skipped). The run takes it once
+	// the sink is open and before anything is written: a table copy after
+	// the source's bound is read and before the copy is claimed in the
+	// sink's catalog; a plan after OpenPlan (which writes nothing) and
+	// before its Before hook. The run checks it before each page and
+	// releases it last. Nil: the kind cannot hold a run lock, and two
+	// runs of one source may write at once; only a kind whose writes
+	// tolerate that may leave it out.
 	Lock func(ctx context.Context, c *config.Config, s sink.Sink, t runlock.Target) (RunLock, error)
 	// Reconcile compares the source with what the sink holds (and with
 	// repair fixes it); states holds the watermark when ReconcileWatermark.
