@@ -27,6 +27,13 @@ import (
 //     before Prepare.
 //   - Unfinisher: the sink is told, before Close, that the run did not
 //     catch up, and skips closing work worth doing only after one that did.
+//   - Recorder: the destination keeps its own record of its position,
+//     moved by each page with a mark in the page's transaction.
+//   - SchemaFollower: the copy follows the source's schema changes.
+//
+// What is not a method of the sink (its config keys, identity, secrets,
+// run lock, whether reconcile and resync apply, whether it appends) its
+// kind declares (package kind).
 type Sink interface {
 	// Prepare checks the destination against the selected source columns and
 	// creates it when it does not exist.
