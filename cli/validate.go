@@ -171,6 +171,9 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 	if kerr == nil && !k.FollowsSchema && cfg.SchemaChanges == config.SchemaFail {
 		return nil, nil, cfg.Errorf("schema_changes", "a %s sink does not follow the source's schema (it writes the columns each page has), so fail cannot stop a run at a change; remove schema_changes: fail", cfg.Sink.Type)
 	}
+	if kerr == nil && k.Reconcile == nil && cfg.Reconcile != nil {
+		return nil, nil, cfg.Errorf("reconcile", "a %s sink has no reconcile, so the daemon could never run this schedule; remove reconcile:", cfg.Sink.Type)
+	}
 	var (
 		dst  *sink.Postgres
 		derr error
