@@ -153,7 +153,12 @@ func TestCommands(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":12: sink.directory: ") || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("validate with a missing directory: exit %d\n%s", code, errOut)
 	}
-	write(dir, "schema_changes: fail\n")
+	write(dir, "reconcile:\n  schedule: \"0 3 * * *\"\n")
+	_, errOut, code = syncd(t, cmd("validate")...)
+	if code != cli.ExitUsage || !strings.Contains(errOut, "reconcile: a files sink has no reconcile") {
+		t.Fatalf("validate with a reconcile schedule: exit %d\n%s", code, errOut)
+	}
+		write(dir, "schema_changes: fail\n")
 	_, errOut, code = syncd(t, cmd("validate")...)
 	if code != cli.ExitUsage || !strings.Contains(errOut, "schema_changes: a files sink does not follow the source's schema") {
 		t.Fatalf("validate with schema_changes: fail: exit %d\n%s", code, errOut)
