@@ -148,7 +148,12 @@ func TestCommands(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":14: sink.dsn: a files sink connects to no database") {
 		t.Fatalf("validate with sink.dsn: exit %d\n%s", code, errOut)
 	}
-	write(filepath.Join(dir, "missing"), "")
+	write(dir, "  colour: red\n")
+	_, errOut, code = syncd(t, cmd("validate")...)
+	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":14: sink.colour: unknown key; the keys here are: ") || !strings.Contains(errOut, "directory") {
+		t.Fatalf("validate with an unknown sink key: exit %d\n%s", code, errOut)
+	}
+		write(filepath.Join(dir, "missing"), "")
 	_, errOut, code = syncd(t, cmd("validate")...)
 	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":12: sink.directory: ") || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("validate with a missing directory: exit %d\n%s", code, errOut)
