@@ -153,7 +153,7 @@ func TestCommands(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":14: sink.colour: unknown key; the keys here are: ") || !strings.Contains(errOut, "directory") {
 		t.Fatalf("validate with an unknown sink key: exit %d\n%s", code, errOut)
 	}
-		write(filepath.Join(dir, "missing"), "")
+	write(filepath.Join(dir, "missing"), "")
 	_, errOut, code = syncd(t, cmd("validate")...)
 	if code != cli.ExitUsage || !strings.Contains(errOut, cfgFile+":12: sink.directory: ") || !strings.Contains(errOut, "does not exist") {
 		t.Fatalf("validate with a missing directory: exit %d\n%s", code, errOut)
@@ -163,7 +163,7 @@ func TestCommands(t *testing.T) {
 	if code != cli.ExitUsage || !strings.Contains(errOut, "reconcile: a files sink has no reconcile") {
 		t.Fatalf("validate with a reconcile schedule: exit %d\n%s", code, errOut)
 	}
-		write(dir, "schema_changes: fail\n")
+	write(dir, "schema_changes: fail\n")
 	_, errOut, code = syncd(t, cmd("validate")...)
 	if code != cli.ExitUsage || !strings.Contains(errOut, "schema_changes: a files sink does not follow the source's schema") {
 		t.Fatalf("validate with schema_changes: fail: exit %d\n%s", code, errOut)
