@@ -24,6 +24,10 @@ type SinkKind struct {
 	// NoDSN is set for a kind that connects to no database: sink.dsn and
 	// sink.dsn_file are then neither needed nor taken.
 	NoDSN bool
+	// Docs describes each of the kind's own keys (by its name under
+	// sink:, Markdown) for the generated key reference and JSON Schema
+	// (configdoc.ReferenceWith, configdoc.SchemaWith).
+	Docs map[string]string
 	// Check checks and normalises the kind's settings once the common
 	// keys are; its errors come from c.Errorf at their key, so they name
 	// the file, the line and the key.

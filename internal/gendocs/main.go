@@ -25,10 +25,12 @@ func run() error {
 	if err := splice("docs/CLI.md", cli.Reference()); err != nil {
 		return err
 	}
-	if err := splice("docs/CONFIG.md", configdoc.Reference()); err != nil {
+	// With the keys of the kinds syncd is built with (cli.DefaultKinds).
+	sinks := cli.DefaultKinds().Sinks()
+	if err := splice("docs/CONFIG.md", configdoc.ReferenceWith(sinks)); err != nil {
 		return err
 	}
-	return os.WriteFile("docs/syncd.schema.json", configdoc.Schema(), 0o644)
+	return os.WriteFile("docs/syncd.schema.json", configdoc.SchemaWith(sinks), 0o644)
 }
 
 // splice replaces the generated part of file with generated.
