@@ -42,8 +42,9 @@ type Settings struct {
 // (cli.DefaultKinds().With(filesink.Kind())).
 func Kind() kind.Kind {
 	return kind.Kind{
-		Type:        Type,
-		Config:      &config.SinkKind{New: func() any { return &Settings{} }, NoDSN: true, Check: checkConfig},
+		Type: Type,
+		Config: &config.SinkKind{New: func() any { return &Settings{} }, NoDSN: true, Check: checkConfig,
+			Docs: map[string]string{"directory": "The directory the copy is written to, as `SCHEMA.TABLE.jsonl` of `sink.table` (relative: to the config file's folder). It must exist; `validate` checks that it can be written."}},
 		OpenSink:    Open,
 		Check:       check,
 		Identity:    func(c *config.Config) map[string]string { return map[string]string{"sink.directory": dir(c)} },
