@@ -20,7 +20,6 @@ import (
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
-	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -74,8 +73,8 @@ func TestAdvHandEditedChunksFailLoudly(t *testing.T) {
 			db, _, cfg, store := campaignSetup(t, 500)
 			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet}
 			if tc.midRun {
-				o.AfterCommit = func(page int64) error {
-					if page == 1 {
+				o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 1 {
 						db.Exec(t, tc.edit)
 					}
 					return nil
@@ -223,12 +222,12 @@ sink:
 	store := openStore(t)
 	stop := make(chan struct{})
 	res, err := syncer.Run(ctx, syncer.Options{Config: parseConfig(t, yaml(2)), Store: store, Logger: quiet, Stop: stop,
-		AfterCommit: func(page int64) error {
-			if page == 2 {
+		Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+			if at.Page == 2 {
 				close(stop)
 			}
 			return nil
-		}})
+		}}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 {
 		t.Fatalf("first run: %d pages, err %v; want 2 pages and ErrStopped", res.Pages, err)
 	}
@@ -319,10 +318,10 @@ func TestAdvPageSizes(t *testing.T) {
 	t.Run("size changed between runs", func(t *testing.T) {
 		ctx := context.Background()
 		db, want, _, store := campaignSetup(t, 1000)
-		stopAfter := func(n int64) (chan struct{}, func(int64) error) {
+		stopAfter := func(n int64) (chan struct{}, func(context.Context, syncer.Commit) error) {
 			stop := make(chan struct{})
-			return stop, func(page int64) error {
-				if page == n {
+			return stop, func(_ context.Context, at syncer.Commit) error {
+				if at.Page == n {
 					close(stop)
 				}
 				return nil
@@ -335,7 +334,7 @@ func TestAdvPageSizes(t *testing.T) {
 		}{{1000, 2}, {300, 3}, {7000, 0}, {1, 0}} {
 			o := syncer.Options{Config: parseConfig(t, configYAML(db, db, step.size)), Store: store, Logger: quiet}
 			if step.pages > 0 {
-				o.Stop, o.AfterCommit = stopAfter(step.pages)
+				o.Stop, o.Test.AfterCommit = stopAfter(step.pages)
 			}
 			res, err := syncer.Run(ctx, o)
 			wantRows := int64(step.size) * step.pages
@@ -603,12 +602,12 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			done := 0
 			if resumed {
 				stop := make(chan struct{})
-				if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-					if page == 2 {
+				if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 2 {
 						close(stop)
 					}
 					return nil
-				}}); !errors.Is(err, syncer.ErrStopped) {
+				}}}); !errors.Is(err, syncer.ErrStopped) {
 					t.Fatalf("first run: %v; want ErrStopped", err)
 				}
 				done = 2000
@@ -683,7 +682,7 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 			o := syncer.Options{Config: cfg, Store: store, Logger: quiet}
 			if inside {
 				calls := 0
-				o.Test = &plan.TestSignals{BeforeCommit: func(context.Context) error {
+				o.Test.Plan.BeforeCommit = func(context.Context, string) error {
 					if calls++; calls == 3 {
 						go repair()
 						testutil.Eventually(t, time.Minute, "the repair waiting on the page's keys", func() bool {
@@ -691,10 +690,10 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 						})
 					}
 					return nil
-				}}
+				}
 			} else {
-				o.AfterCommit = func(page int64) error {
-					if page == 2 {
+				o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 2 {
 						repair()
 					}
 					return nil
@@ -759,12 +758,12 @@ func TestAdvProgressInTheSourcesCollation(t *testing.T) {
 	yaml := handlesYAML(db, db, 10)
 	cfg, store := parseConfig(t, yaml), openStore(t)
 	stop := make(chan struct{})
-	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 20 {
+	res, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 20 {
 			close(stop)
 		}
 		return nil
-	}})
+	}}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Written != 200 {
 		t.Fatalf("first run: %d new grants, err %v; want 200 and ErrStopped", res.Written, err)
 	}
@@ -865,12 +864,12 @@ func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
 	cfg := parseConfig(t, advYAML(db, db, "member_id <= 20000", 100))
 	stop := make(chan struct{})
 	// Stopped after page 2 so that the second run also finds its position.
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 2 {
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 2 {
 			close(stop)
 		}
 		return nil
-	}}); !errors.Is(err, syncer.ErrStopped) {
+	}}}); !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run: %v; want ErrStopped", err)
 	}
 	read := func() int64 {
@@ -913,12 +912,12 @@ func TestAdvProgressCursorNotATarget(t *testing.T) {
 	ctx := context.Background()
 	db, want, cfg, store := campaignSetup(t, 500)
 	stop := make(chan struct{})
-	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 2 {
+	if _, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 2 {
 			close(stop)
 		}
 		return nil
-	}}); !errors.Is(err, syncer.ErrStopped) {
+	}}}); !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run: %v; want ErrStopped", err)
 	}
 	db.Exec(t, "UPDATE public.syncd_campaigns SET cursor = '{0}'")

@@ -80,7 +80,7 @@ CREATE TRIGGER note_grant_try BEFORE INSERT ON public.coupon_grants FOR EACH ROW
 
 	stop := make(chan struct{})
 	_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Store: store, Logger: quiet, Stop: stop,
-		AfterCommit: func(int64) error { close(stop); return nil }})
+		Test: syncer.TestSignals{AfterCommit: func(context.Context, syncer.Commit) error { close(stop); return nil }}})
 	if !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run (pages of 1000, stopped after one): err %v; want ErrStopped", err)
 	}

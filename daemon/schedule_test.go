@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
+	"github.com/syncd/syncd/syncer"
 )
 
 // The schedule fires again and again, each run picks up the rows written
@@ -137,13 +138,13 @@ func TestTickSkippedWhileRunning(t *testing.T) {
 	var once sync.Once
 	d := startDaemon(t, path, func(o *daemon.Options) {
 		o.Clock = clock
-		o.Test = &daemon.TestSignals{AfterCommit: func(source string, page int64) error {
-			if page == 1 {
+		o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+			if at.Source == "slow" && at.Page == 1 {
 				once.Do(func() { close(held) })
 				<-release
 			}
 			return nil
-		}}
+		}
 	})
 	var released sync.Once
 	free := func() { released.Do(func() { close(release) }) }
