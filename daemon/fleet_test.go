@@ -94,7 +94,7 @@ sink:
 	if peak > 3 || peak < 3 {
 		t.Errorf("at most %d jobs ran at once over %d jobs, want exactly 3 (the budget, used)", peak, jobs)
 	}
-	m := scrape(t, addr)
+	m := testutil.Scrape(t, addr).Series
 	if m["syncd_max_concurrent_runs"] != 3 || m["syncd_runs_running"] > 3 || m["syncd_run_wait_seconds_count"] < tables {
 		t.Errorf("metrics: max %v running %v waits counted %v; want 3, at most 3, at least %d",
 			m["syncd_max_concurrent_runs"], m["syncd_runs_running"], m["syncd_run_wait_seconds_count"], tables)
@@ -191,9 +191,9 @@ func TestReconcileDueWaitsForTheSync(t *testing.T) {
 	// The outcome is counted once the reconcile's job has ended, which may
 	// be just after its log line.
 	testutil.Eventually(t, 30*time.Second, "the ok reconcile counted", func() bool {
-		return scrape(t, addr)[`syncd_reconcile_runs_total{outcome="ok",source="gated"}`] >= 1
+		return testutil.Scrape(t, addr).Series[`syncd_reconcile_runs_total{outcome="ok",source="gated"}`] >= 1
 	})
-	if got := scrape(t, addr)[`syncd_reconcile_runs_total{outcome="skipped",source="gated"}`]; got != 0 {
+	if got := testutil.Scrape(t, addr).Series[`syncd_reconcile_runs_total{outcome="skipped",source="gated"}`]; got != 0 {
 		t.Errorf("%v reconciles counted as skipped, want 0", got)
 	}
 	if strings.Contains(p.Output.String(), "tick skipped") {

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -173,31 +171,6 @@ func httpGet(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$`)
-
-// scrape reads /metrics into a map from `name{labels}` (labels as
-// exposed, sorted by name) to value.
-func scrape(t *testing.T, addr string) map[string]float64 {
-	t.Helper()
-	code, body := httpGet(t, "http://"+addr+"/metrics")
-	if code != 200 {
-		t.Fatalf("GET /metrics: %d %s", code, body)
-	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(body, "\n") {
-		m := sampleRE.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		out[m[1]] = v
-	}
-	return out
 }
 
 func readFile(t *testing.T, path string) string {

@@ -32,7 +32,7 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	testutil.Eventually(t, 30*time.Second, "three runs", func() bool { return p.Output.Count("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")
-	m := scrape(t, addr)
+	m := testutil.Scrape(t, addr).Series
 	var st ops.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Sources) != 1 {
 		t.Fatalf("GET /status: %v: %s", err, body)

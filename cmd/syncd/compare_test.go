@@ -208,11 +208,11 @@ func TestCompareModeDaemon(t *testing.T) {
 	addr := testutil.FreeAddr(t)
 	d := bin.Start(t, nil, "run", "--config", cfg, "--state", state, "--listen", addr)
 	counter := func(name string) float64 {
-		mfs, err := tryScrape(addr)
+		mfs, err := testutil.TryScrape(addr)
 		if err != nil {
 			return -1
 		}
-		v, _ := sample(mfs, name, map[string]string{"source": "codes"})
+		v, _ := mfs.Value(name, map[string]string{"source": "codes"})
 		return v
 	}
 	waitFor(t, 30*time.Second, "the first run's 300 rows written", func() bool { return counter("syncd_rows_written_total") == 300 })

@@ -3,16 +3,11 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/metrics"
@@ -53,65 +48,6 @@ var shopSkipped = map[string]string{
 	"shop.nokey":     "no_primary_key",
 }
 
-// scrapeMetrics reads a daemon's /metrics with Prometheus's own parser.
-func scrapeMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := tryScrape(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs
-}
-
-// tryScrape reads /metrics, or says why it could not (a daemon still
-// starting refuses the connection).
-func tryScrape(addr string) (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %d %v", resp.StatusCode, err)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		return nil, fmt.Errorf("/metrics does not parse: %v\n%s", err, body)
-	}
-	return mfs, nil
-}
-
-// sample is the value of the series of family name with exactly labels,
-// and whether it exists.
-func sample(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	mf := mfs[name]
-	if mf == nil {
-		return 0, false
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
-		}
-		for _, l := range m.GetLabel() {
-			if labels[l.GetName()] != l.GetValue() {
-				continue next
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
-
 // A pattern's skipped tables are in status (text and --json) with their
 // reason, recorded by run --once and by the daemon, read from the state
 // file and from the running daemon; the daemon shows each as
@@ -143,26 +79,26 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 
 	addr := testutil.FreeAddr(t)
 	d := bin.Start(t, env, "run", "--config", cfg, "--listen", addr)
-	var mfs map[string]*dto.MetricFamily
+	var mfs testutil.Metrics
 	waitFor(t, 60*time.Second, "three runs of shop.orders", func() bool {
 		var err error
-		if mfs, err = tryScrape(addr); err != nil {
+		if mfs, err = testutil.TryScrape(addr); err != nil {
 			return false
 		}
-		n, _ := sample(mfs, "syncd_runs_total", map[string]string{"source": "shop.orders", "outcome": "ok"})
+		n, _ := mfs.Value("syncd_runs_total", map[string]string{"source": "shop.orders", "outcome": "ok"})
 		return n >= 3
 	})
 	for src, reason := range shopSkipped {
 		table := "public." + strings.TrimPrefix(src, "shop.")
-		if v, ok := sample(mfs, "syncd_pattern_table_skipped", map[string]string{"source": "shop", "table": table, "reason": reason}); !ok || v != 1 {
+		if v, ok := mfs.Value("syncd_pattern_table_skipped", map[string]string{"source": "shop", "table": table, "reason": reason}); !ok || v != 1 {
 			t.Errorf("syncd_pattern_table_skipped{source=shop,table=%s,reason=%s} = %v (present %v), want 1", table, reason, v, ok)
 		}
 	}
-	if n := len(mfs["syncd_pattern_table_skipped"].GetMetric()); n != len(shopSkipped) {
+	if n := len(mfs.Families["syncd_pattern_table_skipped"].GetMetric()); n != len(shopSkipped) {
 		t.Errorf("syncd_pattern_table_skipped has %d series, want %d", n, len(shopSkipped))
 	}
 	for _, name := range []string{"shop.orders", "shop.metrics"} {
-		if v, ok := sample(mfs, "syncd_cursor_index_missing", map[string]string{"source": name}); !ok || v != 1 {
+		if v, ok := mfs.Value("syncd_cursor_index_missing", map[string]string{"source": name}); !ok || v != 1 {
 			t.Errorf("syncd_cursor_index_missing{source=%s} = %v (present %v), want 1", name, v, ok)
 		}
 		if n := indexWarnings(d.Stderr.String(), name); n != 1 {
@@ -170,17 +106,17 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 		}
 		// Born at 0: increase() sees the first of each.
 		for _, kind := range metrics.ErrorKinds {
-			if v, ok := sample(mfs, "syncd_errors_total", map[string]string{"source": name, "kind": kind}); !ok || v != 0 {
+			if v, ok := mfs.Value("syncd_errors_total", map[string]string{"source": name, "kind": kind}); !ok || v != 0 {
 				t.Errorf("syncd_errors_total{source=%s,kind=%s} = %v (present %v), want 0 from the start", name, kind, v, ok)
 			}
 		}
 		for _, o := range []string{"ok", "failed", "skipped"} {
-			if v, ok := sample(mfs, "syncd_reconcile_runs_total", map[string]string{"source": name, "outcome": o}); !ok || v != 0 {
+			if v, ok := mfs.Value("syncd_reconcile_runs_total", map[string]string{"source": name, "outcome": o}); !ok || v != 0 {
 				t.Errorf("syncd_reconcile_runs_total{source=%s,outcome=%s} = %v (present %v), want 0", name, o, v, ok)
 			}
 		}
 		for _, c := range metrics.SchemaChangeKinds {
-			if _, ok := sample(mfs, "syncd_schema_changes_total", map[string]string{"source": name, "change": c}); !ok {
+			if _, ok := mfs.Value("syncd_schema_changes_total", map[string]string{"source": name, "change": c}); !ok {
 				t.Errorf("syncd_schema_changes_total{source=%s,change=%s} is missing", name, c)
 			}
 		}
@@ -205,7 +141,7 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	// The index created, the next run clears the gauge.
 	src.Exec(t, `CREATE INDEX ON orders (updated_at, id)`)
 	waitFor(t, 30*time.Second, "syncd_cursor_index_missing{source=shop.orders} 0", func() bool {
-		v, ok := sample(scrapeMetrics(t, addr), "syncd_cursor_index_missing", map[string]string{"source": "shop.orders"})
+		v, ok := testutil.Scrape(t, addr).Value("syncd_cursor_index_missing", map[string]string{"source": "shop.orders"})
 		return ok && v == 0
 	})
 	if r := d.Stop(t, 20*time.Second); r.Code != 0 {
@@ -228,10 +164,10 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 	daemonSeries := func() map[string]float64 {
 		addr := testutil.FreeAddr(t)
 		d := bin.Start(t, nil, "run", "--config", cfg, "--state", state, "--listen", addr)
-		var mfs map[string]*dto.MetricFamily
+		var mfs testutil.Metrics
 		waitFor(t, 30*time.Second, "the daemon's metrics", func() bool {
 			var err error
-			mfs, err = tryScrape(addr)
+			mfs, err = testutil.TryScrape(addr)
 			return err == nil
 		})
 		if r := d.Stop(t, 20*time.Second); r.Code != 0 {
@@ -239,7 +175,7 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, k := range metrics.ReconcileKinds {
-			if v, ok := sample(mfs, "syncd_reconcile_differences", map[string]string{"source": "orders", "kind": k}); ok {
+			if v, ok := mfs.Value("syncd_reconcile_differences", map[string]string{"source": "orders", "kind": k}); ok {
 				out[k] = v
 			}
 		}

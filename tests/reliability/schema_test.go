@@ -241,20 +241,20 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 	// The bystander still syncs after the others stopped.
 	exec(`UPDATE bystander_src SET name = 'late', updated_at = now() WHERE id <= 10`)
 	waitEqual("bystander", cols)
-	_, metrics := d.get(t, "/metrics")
-	for _, m := range []string{
-		`syncd_schema_changes_total{change="column_added",source="add_default"} 2`,
-		`syncd_schema_changes_total{change="column_dropped",source="drop"} 1`,
-		`syncd_schema_changes_total{change="type_widened",source="widen"} 3`,
+	m := testutil.Scrape(t, d.addr)
+	for series, want := range map[string]float64{
+		`syncd_schema_changes_total{change="column_added",source="add_default"}`: 2,
+		`syncd_schema_changes_total{change="column_dropped",source="drop"}`:      1,
+		`syncd_schema_changes_total{change="type_widened",source="widen"}`:       3,
 	} {
-		if !strings.Contains(metrics, m) {
-			t.Errorf("metrics lack %s", m)
+		if got, ok := m.Series[series]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
 	}
 	// The refused rename is counted on every tick that meets it: at least
 	// once (the series itself exists from the start, at 0).
-	if n := metricValue(t, metrics, `syncd_schema_changes_total{change="column_renamed",source="rename"}`); n < 1 {
-		t.Errorf("column_renamed of source rename counted %v times, want at least 1", n)
+	if n, ok := m.Series[`syncd_schema_changes_total{change="column_renamed",source="rename"}`]; !ok || n < 1 {
+		t.Errorf("column_renamed of source rename counted %v times (present %v), want at least 1", n, ok)
 	}
 	d.stop(t)
 }
@@ -358,21 +358,4 @@ INSERT INTO n_src SELECT i, now() - interval '1 hour' + i * interval '1 s', i FR
 	if got := copyColumns(t, db.Pool, "n_copy"); got["v"] != "integer" {
 		t.Fatalf("the refused change altered the copy: %v", got)
 	}
-}
-
-// metricValue is the value of the series line of metrics that starts with
-// series (a missing series fails the test).
-func metricValue(t *testing.T, metrics, series string) float64 {
-	t.Helper()
-	for _, l := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("series %s: value %q: %v", series, v, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("metrics lack %s", series)
-	return 0
 }
