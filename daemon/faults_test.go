@@ -128,9 +128,13 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	if err := cl.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
-	// The server stays down for a second: the outage is the scenario, the
-	// run's retries must outlast it.
-	time.Sleep(time.Second)
+	// The server stays down until the run has met the outage twice (its
+	// first attempt and a retry failed against it): the retries must
+	// outlast it.
+	const retried = "transient fault: the run is tried again from the last committed page"
+	if !d.logs.AwaitCount(20*time.Second, 2, retried, "source", "orders") {
+		t.Fatalf("the run did not retry twice while the source was down; log:\n%s", d.logs)
+	}
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
