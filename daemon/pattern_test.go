@@ -25,7 +25,7 @@ func TestReloadDocumentsAndPatterns(t *testing.T) {
 	path := f.source(t, "all.yaml", "a", "a_src", "a_copy", every)
 	first := readFile(t, path)
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
 	testutil.Eventually(t, 20*time.Second, "a synced", func() bool { return f.diff(t, "a_src", "a_copy") == 0 })
 
 	pattern := func(extra string) string {
