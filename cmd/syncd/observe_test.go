@@ -26,10 +26,10 @@ type statusDoc struct {
 // skippedReasons maps each skipped table's source name to its reason.
 func skippedReasons(t *testing.T, env []string, cfg string) map[string]string {
 	t.Helper()
-	r := syncd(t, env, "status", "--json", "--config", cfg)
+	r := bin.Run(t, env, "status", "--json", "--config", cfg)
 	var st statusDoc
-	if err := json.Unmarshal([]byte(r.stdout), &st); r.code != 0 || err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); r.Code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	out := map[string]string{}
 	for _, s := range st.Skipped {
@@ -63,18 +63,18 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL, "SYNCD_STATE=" + state}
 
-	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 1 {
-		t.Fatalf("run --once: exit %d, want 1 (tables skipped)\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 1 {
+		t.Fatalf("run --once: exit %d, want 1 (tables skipped)\n%s", r.Code, r.Stderr)
 	}
 	status := []string{"SYNCD_STATE=" + state}
 	if got := skippedReasons(t, status, cfg); fmt.Sprint(got) != fmt.Sprint(shopSkipped) {
 		t.Fatalf("status --json after run --once lists skipped tables %v, want %v", got, shopSkipped)
 	}
-	r := syncd(t, status, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "shop.events: skipped by pattern source shop (no_cursor_column, recorded ") ||
-		!strings.Contains(r.stdout, `source.cursor: column "updated_at" does not exist in public.events (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {events: {cursor: [...]}}); fix it or add public.events to source.exclude`) ||
-		!strings.Contains(r.stdout, "shop.nokey: skipped by pattern source shop (no_primary_key, ") {
-		t.Fatalf("status text: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, status, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "shop.events: skipped by pattern source shop (no_cursor_column, recorded ") ||
+		!strings.Contains(r.Stdout, `source.cursor: column "updated_at" does not exist in public.events (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {events: {cursor: [...]}}); fix it or add public.events to source.exclude`) ||
+		!strings.Contains(r.Stdout, "shop.nokey: skipped by pattern source shop (no_primary_key, ") {
+		t.Fatalf("status text: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	addr := testutil.FreeAddr(t)
@@ -134,8 +134,8 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	if got := skippedReasons(t, status, cfg); fmt.Sprint(got) != fmt.Sprint(shopSkipped) {
 		t.Errorf("status --json from the daemon lists skipped tables %v, want %v", got, shopSkipped)
 	}
-	if r := syncd(t, status, "status", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "shop.customers: skipped by pattern source shop (no_cursor_column") {
-		t.Errorf("status text from the daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, status, "status", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "shop.customers: skipped by pattern source shop (no_cursor_column") {
+		t.Errorf("status text from the daemon: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// The index created, the next run clears the gauge.
@@ -158,8 +158,8 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "")+"reconcile:\n  schedule: \"@every 1h\"\n")
 	state := filepath.Join(dir, "s.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	daemonSeries := func() map[string]float64 {
 		addr := testutil.FreeAddr(t)
@@ -185,8 +185,8 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 		t.Errorf("syncd_reconcile_differences at start, before any reconcile = %v, want 0 of each kind", got)
 	}
 	src.Exec(t, "DELETE FROM orders WHERE id <= 3")
-	if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.code == 2 {
-		t.Fatalf("reconcile: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.Code == 2 {
+		t.Fatalf("reconcile: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if got := daemonSeries(); got["extra"] != 3 || len(got) != len(metrics.ReconcileKinds) {
 		t.Errorf("syncd_reconcile_differences at start after a reconcile found 3 extra rows = %v, want extra 3 and 0 of the others", got)
