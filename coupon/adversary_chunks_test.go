@@ -492,12 +492,6 @@ func TestAdvLegacyEdges(t *testing.T) {
 	}
 }
 
-// advSyncd starts the real binary on source name of the file at cfgPath.
-func advSyncd(t *testing.T, name, cfgPath, statePath string) *testutil.Process {
-	t.Helper()
-	return bin.Start(t, nil, "run", "--once", "--source", name, "--config", cfgPath, "--state", statePath)
-}
-
 // advWaiting counts syncd sessions of db waiting on a lock whose query
 // starts with prefix.
 func advWaiting(t *testing.T, db *pgtest.DB, event, prefix string) int64 {
@@ -546,9 +540,9 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 			if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)"); err != nil {
 				t.Fatal(err)
 			}
-			a := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgA, "--state", dir+"/a.db")
 			a.Eventually(t, time.Minute, "run a reading the targets", func() bool { return advWaiting(t, src, "advisory", "") == 1 })
-			b := advSyncd(t, "comeback_b", cfgB, dir+"/b.db")
+			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", cfgB, "--state", dir+"/b.db")
 			b.Eventually(t, time.Minute, "run b waiting on run a's campaign row", func() bool {
 				return advWaiting(t, dst, "transactionid", `INSERT INTO "public"."syncd_campaigns"`) == 1
 			})
@@ -574,7 +568,7 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 			if !ok || a.Output.Count("campaign frozen") != 0 || e.Text("as_of") != asOf.UTC().Format(time.RFC3339Nano) {
 				t.Fatalf("run b logged frozen %v (as_of %q), run a %d times; stored as_of %s", ok, e.Text("as_of"), a.Output.Count("campaign frozen"), asOf.UTC().Format(time.RFC3339Nano))
 			}
-			c := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			c := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgA, "--state", dir+"/a.db")
 			if r := c.Wait(t, time.Minute); r.Code != 0 || newGrants(c.Output.String()) != "0" {
 				t.Fatalf("run after success: %s (new grants %s); want exit 0 and 0", r, newGrants(c.Output.String()))
 			}
@@ -616,8 +610,8 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			}
 			blocker := holdGrant(t, db, want[done+10])
 			dir := t.TempDir()
-			a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
-			b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")
+			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", writeConfig(t, configYAML(db, db, 300)), "--state", dir+"/a.db")
+			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), "--state", dir+"/b.db")
 			a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
 				return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
 			})
