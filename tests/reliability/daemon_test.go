@@ -330,7 +330,7 @@ func TestDaemonAdminSecurity(t *testing.T) {
 			{"status", "--json", "--config", cfg, "--state", filepath.Join(dir, "b.db"), "--listen", d.addr},
 			{"resync", "--config", cfg, "--state", filepath.Join(dir, "b.db"), "--listen", d.addr, "--source", "adm", "--from-start"},
 		} {
-			r := syncd(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, args...)
+			r := bin.Run(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, args...)
 			if r.Code != 0 {
 				t.Fatalf("%s through the admin API: %s", args[0], r)
 			}

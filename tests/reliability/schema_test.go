@@ -278,7 +278,7 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		SinkDSN: db.URL, SinkTable: "public.o_copy", PageSize: 200}.YAML()
 	cfg := writeFile(t, dir, "o.yaml", base)
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE o_src ADD COLUMN tier text NOT NULL DEFAULT 'gold', DROP COLUMN gone`); err != nil {
@@ -286,20 +286,20 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	}
 	// validate reads the state file the runs write: a column is "added"
 	// only to a copy syncd has followed.
-	r := syncd(t, nil, "validate", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state)
 	if r.Code != 0 || !strings.Contains(r.Stdout, `column "tier" (text) of the source is not in the copy public.o_copy: the next run adds it and backfills it`) ||
 		!strings.Contains(r.Stdout, `column "gone" of the copy public.o_copy is not in the source public.o_src (dropped there?)`) {
 		t.Fatalf("validate: %s", r)
 	}
 	failCfg := writeFile(t, dir, "o.yaml", base+"schema_changes: fail\n")
-	r = syncd(t, nil, "validate", "--config", failCfg, "--state", state)
+	r = bin.Run(t, nil, "validate", "--config", failCfg, "--state", state)
 	if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
 		strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
 		t.Fatalf("validate under fail: %s", r)
 	}
 	// The run stops this source alone: exit 1, one line naming the change,
 	// and the state says the source failed.
-	r = syncd(t, nil, "run", "--once", "--config", failCfg, "--state", state)
+	r = bin.Run(t, nil, "run", "--once", "--config", failCfg, "--state", state)
 	if last := lines(r.Stderr); r.Code != 1 || !strings.Contains(last[len(last)-1], `column "tier" (text) was added`) || !strings.Contains(last[len(last)-1], "schema_changes is fail") {
 		t.Fatalf("run under fail: %s", r)
 	}
@@ -312,7 +312,7 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		t.Fatalf("schema_changes: fail altered the copy: %v", got)
 	}
 	cfg = writeFile(t, dir, "o.yaml", base)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run under evolve: %s", r)
 	}
 	cols := []string{"id", "updated_at", "name", "tier"}
@@ -342,13 +342,13 @@ INSERT INTO n_src SELECT i, now() - interval '1 hour' + i * interval '1 s', i FR
 	cfg := writeFile(t, dir, "n.yaml", tableConfig{Name: "n", SourceDSN: db.URL, Table: "public.n_src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.n_copy", PageSize: 20}.YAML())
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE n_src ALTER COLUMN v TYPE smallint`); err != nil {
 		t.Fatal(err)
 	}
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state)
 	want := `syncd run: source n: source schema changed: column "v" changed type from integer to smallint`
 	if r.Code != 1 || !strings.HasPrefix(r.Stderr, want) || strings.Count(r.Stderr, "source n:") != 1 ||
 		!strings.Contains(r.Stderr, `ALTER TABLE "public"."n_copy" ALTER COLUMN "v" TYPE smallint`) ||
