@@ -20,7 +20,6 @@ import (
 	"github.com/syncd/syncd/coupon"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
-	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/syncer"
 	"github.com/syncd/syncd/watermark"
 )
@@ -74,8 +73,8 @@ func TestAdvHandEditedChunksFailLoudly(t *testing.T) {
 			db, _, cfg, store := campaignSetup(t, 500)
 			o := syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, tc.rerun)), Store: store, Logger: quiet}
 			if tc.midRun {
-				o.AfterCommit = func(page int64) error {
-					if page == 1 {
+				o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 1 {
 						db.Exec(t, tc.edit)
 					}
 					return nil
@@ -223,12 +222,12 @@ sink:
 	store := openStore(t)
 	stop := make(chan struct{})
 	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: parseConfig(t, yaml(2)), Store: store, Logger: quiet, Stop: stop,
-		AfterCommit: func(page int64) error {
-			if page == 2 {
+		Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+			if at.Page == 2 {
 				close(stop)
 			}
 			return nil
-		}})
+		}}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 {
 		t.Fatalf("first run: %d pages, err %v; want 2 pages and ErrStopped", res.Pages, err)
 	}
@@ -319,10 +318,10 @@ func TestAdvPageSizes(t *testing.T) {
 	t.Run("size changed between runs", func(t *testing.T) {
 		ctx := context.Background()
 		db, want, _, store := campaignSetup(t, 1000)
-		stopAfter := func(n int64) (chan struct{}, func(int64) error) {
+		stopAfter := func(n int64) (chan struct{}, func(context.Context, syncer.Commit) error) {
 			stop := make(chan struct{})
-			return stop, func(page int64) error {
-				if page == n {
+			return stop, func(_ context.Context, at syncer.Commit) error {
+				if at.Page == n {
 					close(stop)
 				}
 				return nil
@@ -335,7 +334,7 @@ func TestAdvPageSizes(t *testing.T) {
 		}{{1000, 2}, {300, 3}, {7000, 0}, {1, 0}} {
 			o := syncer.Options{Kinds: kinds, Config: parseConfig(t, configYAML(db, db, step.size)), Store: store, Logger: quiet}
 			if step.pages > 0 {
-				o.Stop, o.AfterCommit = stopAfter(step.pages)
+				o.Stop, o.Test.AfterCommit = stopAfter(step.pages)
 			}
 			res, err := syncer.Run(ctx, o)
 			wantRows := int64(step.size) * step.pages
@@ -493,12 +492,6 @@ func TestAdvLegacyEdges(t *testing.T) {
 	}
 }
 
-// advSyncd starts the real binary on source name of the file at cfgPath.
-func advSyncd(t *testing.T, name, cfgPath, statePath string) *testutil.Process {
-	t.Helper()
-	return bin.Start(t, nil, "run", "--once", "--source", name, "--config", cfgPath, "--state", statePath)
-}
-
 // advWaiting counts syncd sessions of db waiting on a lock whose query
 // starts with prefix.
 func advWaiting(t *testing.T, db *pgtest.DB, event, prefix string) int64 {
@@ -547,9 +540,9 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 			if _, err := lock.Exec(ctx, "SELECT pg_advisory_xact_lock(4242)"); err != nil {
 				t.Fatal(err)
 			}
-			a := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgA, "--state", dir+"/a.db")
 			a.Eventually(t, time.Minute, "run a reading the targets", func() bool { return advWaiting(t, src, "advisory", "") == 1 })
-			b := advSyncd(t, "comeback_b", cfgB, dir+"/b.db")
+			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", cfgB, "--state", dir+"/b.db")
 			b.Eventually(t, time.Minute, "run b waiting on run a's campaign row", func() bool {
 				return advWaiting(t, dst, "transactionid", `INSERT INTO "public"."syncd_campaigns"`) == 1
 			})
@@ -575,7 +568,7 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 			if !ok || a.Output.Count("campaign frozen") != 0 || e.Text("as_of") != asOf.UTC().Format(time.RFC3339Nano) {
 				t.Fatalf("run b logged frozen %v (as_of %q), run a %d times; stored as_of %s", ok, e.Text("as_of"), a.Output.Count("campaign frozen"), asOf.UTC().Format(time.RFC3339Nano))
 			}
-			c := advSyncd(t, "comeback", cfgA, dir+"/a.db")
+			c := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgA, "--state", dir+"/a.db")
 			if r := c.Wait(t, time.Minute); r.Code != 0 || newGrants(c.Output.String()) != "0" {
 				t.Fatalf("run after success: %s (new grants %s); want exit 0 and 0", r, newGrants(c.Output.String()))
 			}
@@ -603,12 +596,12 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			done := 0
 			if resumed {
 				stop := make(chan struct{})
-				if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-					if page == 2 {
+				if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 2 {
 						close(stop)
 					}
 					return nil
-				}}); !errors.Is(err, syncer.ErrStopped) {
+				}}}); !errors.Is(err, syncer.ErrStopped) {
 					t.Fatalf("first run: %v; want ErrStopped", err)
 				}
 				done = 2000
@@ -617,8 +610,8 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			}
 			blocker := holdGrant(t, db, want[done+10])
 			dir := t.TempDir()
-			a := advSyncd(t, "comeback", writeConfig(t, configYAML(db, db, 300)), dir+"/a.db")
-			b := advSyncd(t, "comeback_b", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), dir+"/b.db")
+			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", writeConfig(t, configYAML(db, db, 300)), "--state", dir+"/a.db")
+			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), "--state", dir+"/b.db")
 			a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
 				return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
 			})
@@ -683,7 +676,7 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 			o := syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet}
 			if inside {
 				calls := 0
-				o.Test = &plan.TestSignals{BeforeCommit: func(context.Context) error {
+				o.Test.Plan.BeforeCommit = func(context.Context, string) error {
 					if calls++; calls == 3 {
 						go repair()
 						testutil.Eventually(t, time.Minute, "the repair waiting on the page's keys", func() bool {
@@ -691,10 +684,10 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 						})
 					}
 					return nil
-				}}
+				}
 			} else {
-				o.AfterCommit = func(page int64) error {
-					if page == 2 {
+				o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+					if at.Page == 2 {
 						repair()
 					}
 					return nil
@@ -759,12 +752,12 @@ func TestAdvProgressInTheSourcesCollation(t *testing.T) {
 	yaml := handlesYAML(db, db, 10)
 	cfg, store := parseConfig(t, yaml), openStore(t)
 	stop := make(chan struct{})
-	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 20 {
+	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 20 {
 			close(stop)
 		}
 		return nil
-	}})
+	}}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Written != 200 {
 		t.Fatalf("first run: %d new grants, err %v; want 200 and ErrStopped", res.Written, err)
 	}
@@ -865,12 +858,12 @@ func TestAdvPagesReadOnlyTheirChunks(t *testing.T) {
 	cfg := parseConfig(t, advYAML(db, db, "member_id <= 20000", 100))
 	stop := make(chan struct{})
 	// Stopped after page 2 so that the second run also finds its position.
-	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 2 {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: openStore(t), Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 2 {
 			close(stop)
 		}
 		return nil
-	}}); !errors.Is(err, syncer.ErrStopped) {
+	}}}); !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run: %v; want ErrStopped", err)
 	}
 	read := func() int64 {
@@ -913,12 +906,12 @@ func TestAdvProgressCursorNotATarget(t *testing.T) {
 	ctx := context.Background()
 	db, want, cfg, store := campaignSetup(t, 500)
 	stop := make(chan struct{})
-	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, AfterCommit: func(page int64) error {
-		if page == 2 {
+	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 2 {
 			close(stop)
 		}
 		return nil
-	}}); !errors.Is(err, syncer.ErrStopped) {
+	}}}); !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run: %v; want ErrStopped", err)
 	}
 	db.Exec(t, "UPDATE public.syncd_campaigns SET cursor = '{0}'")

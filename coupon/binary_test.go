@@ -19,12 +19,6 @@ import (
 	"github.com/syncd/syncd/internal/testutil"
 )
 
-// syncd starts the real binary: run --once --source comeback.
-func syncd(t *testing.T, configPath, statePath string) *testutil.Process {
-	t.Helper()
-	return bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", configPath, "--state", statePath)
-}
-
 // records counts the log records of a finished run with message msg.
 func records(r testutil.Result, msg string) int {
 	n := 0
@@ -66,7 +60,7 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 	db.Exec(t, grantsDDL)
 	blocker := holdGrant(t, db, want[len(want)-1])
 
-	p := syncd(t, cfgPath, statePath)
+	p := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	p.Eventually(t, 30*time.Second, fmt.Sprintf("%d grants", threshold), func() bool {
 		return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= threshold
 	})
@@ -97,7 +91,7 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p = syncd(t, cfgPath, statePath)
+	p = bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	if r := p.Wait(t, time.Minute); r.Code != 0 {
 		t.Fatalf("re-run after the kill: %s", r)
 	}
@@ -105,7 +99,7 @@ func TestKillAtRandomPageAndRerun(t *testing.T) {
 	if p.Output.Count("campaign reconciled") != 1 || p.Output.Count("run done") != 1 {
 		t.Fatalf("re-run output has no success records:\n%s", p.Output)
 	}
-	p = syncd(t, cfgPath, statePath)
+	p = bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	if r := p.Wait(t, time.Minute); r.Code != 0 || p.Output.Count("", "new_grants", 0) == 0 {
 		t.Fatalf("run after success: %s; want exit 0 with new_grants 0", r)
 	}
@@ -135,8 +129,8 @@ func TestTwoRunsAtOnce(t *testing.T) {
 			time.Sleep(5 * time.Millisecond) // the writers' pace
 		}
 	})
-	a := syncd(t, cfgPath, filepath.Join(dir, "a.db"))
-	b := syncd(t, cfgPath, filepath.Join(dir, "b.db"))
+	a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", filepath.Join(dir, "a.db"))
+	b := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", filepath.Join(dir, "b.db"))
 	ra, rb := a.Wait(t, 2*time.Minute), b.Wait(t, 2*time.Minute)
 	outA, outB := a.Output, b.Output
 	cancel()
@@ -183,11 +177,11 @@ func TestBinaryFailsLoudlyWhenNotReconciled(t *testing.T) {
 	if r := bin.Run(t, nil, "validate", "--config", cfgPath); r.Code != 0 || !strings.Contains(r.Stdout+r.Stderr, "comeback: ok (public.members") {
 		t.Fatalf("validate before the first run: %s", r)
 	}
-	if r := syncd(t, cfgPath, statePath).Wait(t, time.Minute); r.Code != 0 {
+	if r := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath).Wait(t, time.Minute); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	db.Exec(t, "DELETE FROM public.coupon_grants WHERE campaign_id = $1 AND member_id = $2", campaignID, want[10])
-	p := syncd(t, cfgPath, statePath)
+	p := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	r := p.Wait(t, time.Minute)
 	msg := "1 of " + strconv.Itoa(len(want)) + " targets have no grant and 0 grants are not targets"
 	if r.Code != 1 || !p.Output.Contains(msg) {

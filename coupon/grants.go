@@ -27,7 +27,7 @@ type Grants struct {
 	keys     []page.Column // the key columns, in sink.key order
 	keyIdx   []int         // their positions in a page's rows
 	written  int64         // new grants made through this sink
-	test     *plan.TestSignals
+	test     plan.TestSignals
 
 	grantSQL, progressSQL string
 	spanSQL, positionSQL  string
@@ -288,10 +288,7 @@ func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (s
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return fmt.Errorf("insert grants and save progress: %w", err)
 		}
-		if g.test != nil && g.test.BeforeCommit != nil {
-			return g.test.BeforeCommit(ctx)
-		}
-		return nil
+		return g.test.BeforeCommit.Fire(ctx, g.campaign)
 	})
 	if err != nil {
 		return sink.Result{}, fmt.Errorf("grant page of campaign %s into %s: %w", g.campaign, g.t.grantsName, err)

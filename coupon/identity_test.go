@@ -40,7 +40,7 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 			// of the grants (on an idle machine a run took 0.5 s).
 			db.Exec(t, grantsDDL)
 			blocker := holdGrant(t, db, want[len(want)-1])
-			p := syncd(t, cfgPath, statePath)
+			p := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 			p.Eventually(t, 30*time.Second, "a third of the grants", func() bool {
 				return count(t, db, "SELECT count(*) FROM public.coupon_grants") >= int64(len(want))/3
 			})
@@ -62,7 +62,7 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 
 			edited := writeConfig(t, strings.Replace(yaml, "table: public.coupon_grants", "table: "+tc.table, 1))
 			for _, state := range []string{statePath, filepath.Join(t.TempDir(), "fresh.db")} {
-				p = syncd(t, edited, state)
+				p = bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", edited, "--state", state)
 				r := p.Wait(t, time.Minute)
 				text := p.Output.String()
 				if r.Code != 2 || !strings.Contains(text, "comeback.yaml:") || !strings.Contains(text, "sink.table") ||
@@ -79,7 +79,7 @@ func TestEditedSinkTableIsRefused(t *testing.T) {
 				}
 			}
 
-			if r := syncd(t, cfgPath, statePath).Wait(t, time.Minute); r.Code != 0 {
+			if r := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath).Wait(t, time.Minute); r.Code != 0 {
 				t.Fatalf("run with the config restored: %s", r)
 			}
 			checkExact(t, db, want)

@@ -50,12 +50,12 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 
 	stop := make(chan struct{})
 	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop,
-		AfterCommit: func(page int64) error {
-			if page == 3 {
+		Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+			if at.Page == 3 {
 				close(stop)
 			}
 			return churn(ctx, db)
-		}})
+		}}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 3 {
 		t.Fatalf("stopped run: %d pages, err %v; want 3 pages and ErrStopped", res.Pages, err)
 	}
@@ -67,7 +67,7 @@ func TestGrantsExactlyOnceUnderChurn(t *testing.T) {
 
 	started := time.Now()
 	res, err = syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet,
-		AfterCommit: func(int64) error { return churn(ctx, db) }})
+		Test: syncer.TestSignals{AfterCommit: func(context.Context, syncer.Commit) error { return churn(ctx, db) }}})
 	elapsed := time.Since(started)
 	if err != nil {
 		t.Fatalf("second run: %v", err)
@@ -109,13 +109,13 @@ func TestFailedPageLeavesNoTrace(t *testing.T) {
 	const size = 500
 	db, want, cfg, store := campaignSetup(t, size)
 	calls := 0
-	crash := &plan.TestSignals{BeforeCommit: func(context.Context) error {
+	crash := syncer.TestSignals{Plan: plan.TestSignals{BeforeCommit: func(context.Context, string) error {
 		calls++
 		if calls == 3 {
 			return errors.New("injected crash before the commit of page 3")
 		}
 		return nil
-	}}
+	}}}
 	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: crash})
 	if err == nil || !strings.Contains(err.Error(), "injected crash") {
 		t.Fatalf("run with a failing page 3: err %v; want the injected crash", err)
@@ -204,14 +204,14 @@ func TestGrantAheadOfTheRunIsKept(t *testing.T) {
 	db, want, cfg, store := campaignSetup(t, size)
 	ahead := want[size+size/2] // in page 2
 	calls := 0
-	test := &plan.TestSignals{BeforeCommit: func(context.Context) error {
+	test := syncer.TestSignals{Plan: plan.TestSignals{BeforeCommit: func(context.Context, string) error {
 		calls++
 		if calls == 1 {
 			// Committed by another session while page 1 is in flight.
 			db.Exec(t, "INSERT INTO public.coupon_grants (campaign_id, member_id, granted_at) VALUES ($1, $2, '2000-01-01 00:00:00+00')", campaignID, ahead)
 		}
 		return nil
-	}}
+	}}}
 	res, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: test})
 	if err != nil {
 		t.Fatalf("run with a grant ahead of it: %v", err)
@@ -234,7 +234,7 @@ func TestRunLockOnTheGrantsSession(t *testing.T) {
 	const size = 500
 	db, want, cfg, store := campaignSetup(t, size)
 	var holders, writers []int32
-	test := &plan.TestSignals{BeforeCommit: func(context.Context) error {
+	test := syncer.TestSignals{Plan: plan.TestSignals{BeforeCommit: func(context.Context, string) error {
 		var h, w int32
 		err := db.Pool.QueryRow(ctx, `SELECT
   (SELECT l.pid FROM pg_locks l, (SELECT hashtextextended($1, 0) AS k) k
@@ -246,7 +246,7 @@ func TestRunLockOnTheGrantsSession(t *testing.T) {
 			runlock.Key(syncer.LockTarget(coupon.Kind(), cfg))).Scan(&h, &w)
 		holders, writers = append(holders, h), append(writers, w)
 		return err
-	}}
+	}}}
 	if _, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Test: test}); err != nil {
 		t.Fatal(err)
 	}

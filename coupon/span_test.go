@@ -80,7 +80,7 @@ CREATE TRIGGER note_grant_try BEFORE INSERT ON public.coupon_grants FOR EACH ROW
 
 	stop := make(chan struct{})
 	_, err := syncer.Run(ctx, syncer.Options{Kinds: kinds, Config: cfg, Store: store, Logger: quiet, Stop: stop,
-		AfterCommit: func(int64) error { close(stop); return nil }})
+		Test: syncer.TestSignals{AfterCommit: func(context.Context, syncer.Commit) error { close(stop); return nil }}})
 	if !errors.Is(err, syncer.ErrStopped) {
 		t.Fatalf("first run (pages of 1000, stopped after one): err %v; want ErrStopped", err)
 	}
@@ -147,7 +147,7 @@ func TestKillInsideAGrantPage(t *testing.T) {
 	held := want[size+size/2] // inside page 2
 	blocker := holdGrant(t, db, held)
 
-	p := syncd(t, cfgPath, statePath)
+	p := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	var pid int
 	p.Eventually(t, 60*time.Second, fmt.Sprintf("the run's second grant page waiting on key %d", held), func() bool {
 		err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
@@ -177,7 +177,7 @@ func TestKillInsideAGrantPage(t *testing.T) {
 		t.Fatalf("progress cursor %v after the kill; want the first page's last target %d", cursor, want[size-1])
 	}
 
-	p = syncd(t, cfgPath, statePath)
+	p = bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", cfgPath, "--state", statePath)
 	if r := p.Wait(t, time.Minute); r.Code != 0 {
 		t.Fatalf("re-run after the kill: %s", r)
 	}

@@ -27,47 +27,47 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 100\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
 	addr := testutil.FreeAddr(t)
-	p := start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
+	p := syncd.Start(t, []string{"SYNCD_ADMIN_TOKEN=" + token}, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 
-	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
-	if code != 0 {
-		t.Fatalf("status --json: exit %d: %s", code, errOut)
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
+	if r.Code != 0 {
+		t.Fatalf("status --json: exit %d: %s", r.Code, r.Stderr)
 	}
 	_, api := httpGet(t, "http://"+addr+"/status")
 	// Ages are measured at the moment of each request.
 	lag := regexp.MustCompile(`"(newest_row_age|freshness)_seconds": [0-9.e+-]+`)
-	if lag.ReplaceAllString(out, "") != lag.ReplaceAllString(api, "") {
-		t.Errorf("status --json printed\n%s\nbut GET /status says\n%s", out, api)
+	if lag.ReplaceAllString(r.Stdout, "") != lag.ReplaceAllString(api, "") {
+		t.Errorf("status --json printed\n%s\nbut GET /status says\n%s", r.Stdout, api)
 	}
 	var st ops.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Sources) != 1 || st.Sources[0].RowsTotal != 500 || st.Sources[0].LastStatus != "ok" || st.Sources[0].Watermark == "" {
 		t.Fatalf("status = %+v", st)
 	}
-	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr)
-	if code != 0 || !strings.Contains(out, "orders") || !strings.Contains(out, "500") {
-		t.Errorf("status table: exit %d: %s%s", code, out, errOut)
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", addr)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders") || !strings.Contains(r.Stdout, "500") {
+		t.Errorf("status table: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// No daemon at the address: one line that says what to do.
-	code, _, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", "127.0.0.1:1")
-	if code != 1 || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "no syncd daemon answers at 127.0.0.1:1") {
-		t.Errorf("status with no daemon at --listen: exit %d, stderr %q", code, errOut)
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", "127.0.0.1:1")
+	if r.Code != 1 || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "no syncd daemon answers at 127.0.0.1:1") {
+		t.Errorf("status with no daemon at --listen: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 
 	// resync without the token is refused and changes nothing.
-	code, _, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start")
-	if code != 1 || !strings.Contains(errOut, "refused the admin token") {
-		t.Errorf("resync without token: exit %d, stderr %q", code, errOut)
+	r = syncd.Run(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start")
+	if r.Code != 1 || !strings.Contains(r.Stderr, "refused the admin token") {
+		t.Errorf("resync without token: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	writeFile(t, tokenFile, token+"\n")
-	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start", "--admin-token-file", tokenFile)
-	if code != 0 || !strings.Contains(out, "source orders: watermark cleared; the next run re-reads the whole source") {
-		t.Fatalf("resync with token file: exit %d: %s%s", code, out, errOut)
+	r = syncd.Run(t, nil, "resync", "--config", path, "--state", state, "--listen", addr, "--source", "orders", "--from-start", "--admin-token-file", tokenFile)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "source orders: watermark cleared; the next run re-reads the whole source") {
+		t.Fatalf("resync with token file: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	_, api = httpGet(t, "http://"+addr+"/status")
 	if err := json.Unmarshal([]byte(api), &st); err != nil {
@@ -87,8 +87,8 @@ func TestStatusAndResyncWhileDaemonRuns(t *testing.T) {
 	// the source again before it stopped, an idle run re-reading its
 	// lookback window, at its spread tick: count from here.)
 	before := statusOf(t, path, state).Sources[0]
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	if r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once: exit %d: %s", r.Code, r.Stderr)
 	}
 	// Re-read rows are counted apart from rows written.
 	if st := statusOf(t, path, state).Sources[0]; st.RowsRead-before.RowsRead != 500 || st.RowsWritten != 500 || st.RowsUnchanged-before.RowsUnchanged != 500 || st.RowsTotal != 500 {
@@ -261,20 +261,20 @@ func TestResyncForwardThroughDaemonExits2(t *testing.T) {
 	f.db.Exec(t, `UPDATE src SET updated_at = '2026-10-01 09:00:00+00'::timestamptz + id * interval '1 second'`)
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
 	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 
-	code, out, errOut := runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z")
-	line := strings.TrimSpace(errOut)
-	if code != 2 || out != "" || strings.Contains(line, "\n") || !strings.Contains(line, "refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and a row committed later with a first cursor value between would never be copied (none is there now)") {
-		t.Fatalf("resync --from after the watermark through the daemon: exit %d, stdout %q, stderr %q; want exit 2 and the daemon's refusal", code, out, errOut)
+	r := syncd.Run(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z")
+	line := strings.TrimSpace(r.Stderr)
+	if r.Code != 2 || r.Stdout != "" || strings.Contains(line, "\n") || !strings.Contains(line, "refused: the watermark is at 2026-10-01T09:01:40.000000Z, so this would move it forward and a row committed later with a first cursor value between would never be copied (none is there now)") {
+		t.Fatalf("resync --from after the watermark through the daemon: exit %d, stdout %q, stderr %q; want exit 2 and the daemon's refusal", r.Code, r.Stdout, r.Stderr)
 	}
 	if st := statusOf(t, path, state).Sources[0]; st.Watermark != "2026-10-01T09:01:40.000000Z" || st.ResyncFrom != "" {
 		t.Fatalf("after the refused resync: watermark %q, resync point %q", st.Watermark, st.ResyncFrom)
 	}
-	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z", "--skip-rows")
-	if code != 0 || !strings.Contains(out, "source orders: watermark moved forward from 2026-10-01T09:01:40.000000Z to 2026-10-01T09:03:20.000000Z") {
-		t.Fatalf("resync --skip-rows through the daemon: exit %d, stdout %q, stderr %q", code, out, errOut)
+	r = syncd.Run(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from", "2026-10-01T09:03:20Z", "--skip-rows")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "source orders: watermark moved forward from 2026-10-01T09:01:40.000000Z to 2026-10-01T09:03:20.000000Z") {
+		t.Fatalf("resync --skip-rows through the daemon: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	if st := statusOf(t, path, state).Sources[0]; st.ResyncFrom != "2026-10-01T09:03:20Z" {
 		t.Fatalf("after resync --skip-rows the resync point is %q", st.ResyncFrom)

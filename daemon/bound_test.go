@@ -32,13 +32,13 @@ func TestBoundHolderInMetrics(t *testing.T) {
 	}
 	d := startDaemon(t, path, nil)
 	testutil.Eventually(t, 20*time.Second, "the holder's pid in syncd_read_bound_holder_pid", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_read_bound_holder_pid{source="orders"}`] == pid && m[`syncd_read_bound_held_back_seconds{source="orders"}`] >= 1
 	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 20*time.Second, "the holder cleared and the copy equal", func() bool {
-		return scrape(t, d.addr)[`syncd_read_bound_holder_pid{source="orders"}`] == 0 && f.diff(t, "src", "copy") == 0
+		return testutil.Scrape(t, d.addr).Series[`syncd_read_bound_holder_pid{source="orders"}`] == 0 && f.diff(t, "src", "copy") == 0
 	})
 }

@@ -122,18 +122,10 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Clock is the time schedules fire by; nil is the system clock.
 	Clock Clock
-	// Test, nil in production, lets a test act at moments inside the
-	// daemon's runs.
-	Test *TestSignals
-}
-
-// TestSignals are hooks a test sets to act at a precise moment inside the
-// daemon's runs (hold a run while a tick comes); every field is optional.
-type TestSignals struct {
-	// AfterCommit is every run's syncer.Options.AfterCommit, told the
-	// source's name: it runs after a page commits and before its
-	// watermark is written; an error fails the run there.
-	AfterCommit func(source string, pageNo int64) error
+	// Test, zero in production, is every run's syncer.Options.Test: a test
+	// acts at moments inside the daemon's runs with it (holds a run while
+	// a tick comes).
+	Test syncer.TestSignals
 }
 
 type daemon struct {

@@ -30,12 +30,12 @@ func TestPermanentErrorLeavesOtherSourcesSyncing(t *testing.T) {
 
 	testutil.Eventually(t, 20*time.Second, "the good source's copy", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
 	testutil.Eventually(t, 10*time.Second, "the bad source marked failed", func() bool {
-		return scrape(t, d.addr)[`syncd_source_failed{source="bad"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_source_failed{source="bad"}`] == 1
 	})
 	f.insert(t, "good_src", 301, 450)
 	testutil.Eventually(t, 20*time.Second, "the good source to keep syncing", func() bool { return f.diff(t, "good_src", "good_copy") == 0 })
 
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	if m[`syncd_runs_total{outcome="failed",source="bad"}`] < 1 || m[`syncd_errors_total{kind="config",source="bad"}`] < 1 {
 		t.Errorf("bad: failed runs %v, config errors %v", m[`syncd_runs_total{outcome="failed",source="bad"}`], m[`syncd_errors_total{kind="config",source="bad"}`])
 	}
@@ -87,10 +87,10 @@ WHERE datname = current_database() AND application_name = 'syncd' AND pid <> pg_
 		t.Fatalf("terminated %d syncd sessions: %v", killed, err)
 	}
 	testutil.Eventually(t, 30*time.Second, "the run to complete", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	if m[`syncd_retries_total{source="orders"}`] < 1 || m[`syncd_errors_total{kind="admin_shutdown",source="orders"}`]+m[`syncd_errors_total{kind="connection",source="orders"}`] < 1 {
 		t.Errorf("retries %v, errors %v", m[`syncd_retries_total{source="orders"}`], m)
 	}
@@ -128,14 +128,18 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	if err := cl.Stop(ctx, "fast"); err != nil {
 		t.Fatal(err)
 	}
-	// The server stays down for a second: the outage is the scenario, the
-	// run's retries must outlast it.
-	time.Sleep(time.Second)
+	// The server stays down until the run has met the outage twice (its
+	// first attempt and a retry failed against it): the retries must
+	// outlast it.
+	const retried = "transient fault: the run is tried again from the last committed page"
+	if !d.logs.AwaitCount(20*time.Second, 2, retried, "source", "orders") {
+		t.Fatalf("the run did not retry twice while the source was down; log:\n%s", d.logs)
+	}
 	if err := cl.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 40*time.Second, "the run to complete", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	var n int
 	if err := queryURL(srcURL, "SELECT count(*) FROM src", &n); err != nil || n != 600 {
@@ -156,7 +160,7 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 	if sum != copySum {
 		t.Fatalf("copy differs from the source (md5 %s vs %s)", copySum, sum)
 	}
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	if m[`syncd_retries_total{source="orders"}`] < 1 {
 		t.Errorf("retries = %v, want >= 1", m[`syncd_retries_total{source="orders"}`])
 	}

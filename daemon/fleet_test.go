@@ -36,7 +36,7 @@ sink:
   table: copy.*
 `, f.dsn(), f.dsn()))
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr,
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr,
 		"--max-concurrent-runs", "3", "--summary-every", "2s", "--log-level", "debug")
 	testutil.Eventually(t, 120*time.Second, "the 60 copies", func() bool {
 		var n int
@@ -94,7 +94,7 @@ sink:
 	if peak > 3 || peak < 3 {
 		t.Errorf("at most %d jobs ran at once over %d jobs, want exactly 3 (the budget, used)", peak, jobs)
 	}
-	m := scrape(t, addr)
+	m := testutil.Scrape(t, addr).Series
 	if m["syncd_max_concurrent_runs"] != 3 || m["syncd_runs_running"] > 3 || m["syncd_run_wait_seconds_count"] < tables {
 		t.Errorf("metrics: max %v running %v waits counted %v; want 3, at most 3, at least %d",
 			m["syncd_max_concurrent_runs"], m["syncd_runs_running"], m["syncd_run_wait_seconds_count"], tables)
@@ -153,7 +153,7 @@ func TestReconcileDueWaitsForTheSync(t *testing.T) {
 	defer open()
 	path := f.source(t, "gated.yaml", "gated", "src", "copy", "where: gate()\n^schedule: \"@every 1h\"\n^reconcile:\n^  schedule: \"@every 1s\"")
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr)
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr)
 	// The start-up sync waits at the gate; the reconcile comes due.
 	if _, ok := p.Output.AwaitEntry(30*time.Second, "reconcile due while another job of this source is going or queued: it runs when that job ends", "source", "gated"); !ok {
 		t.Fatal("the reconcile did not come due while the sync was held")
@@ -191,9 +191,9 @@ func TestReconcileDueWaitsForTheSync(t *testing.T) {
 	// The outcome is counted once the reconcile's job has ended, which may
 	// be just after its log line.
 	testutil.Eventually(t, 30*time.Second, "the ok reconcile counted", func() bool {
-		return scrape(t, addr)[`syncd_reconcile_runs_total{outcome="ok",source="gated"}`] >= 1
+		return testutil.Scrape(t, addr).Series[`syncd_reconcile_runs_total{outcome="ok",source="gated"}`] >= 1
 	})
-	if got := scrape(t, addr)[`syncd_reconcile_runs_total{outcome="skipped",source="gated"}`]; got != 0 {
+	if got := testutil.Scrape(t, addr).Series[`syncd_reconcile_runs_total{outcome="skipped",source="gated"}`]; got != 0 {
 		t.Errorf("%v reconciles counted as skipped, want 0", got)
 	}
 	if strings.Contains(p.Output.String(), "tick skipped") {
@@ -218,9 +218,9 @@ func TestBudgetFlagsRefuseNonsense(t *testing.T) {
 		{[]string{"SYNCD_SUMMARY_EVERY=0s"}, nil, `$SYNCD_SUMMARY_EVERY="0s": give a positive duration`},
 	} {
 		args := append([]string{"run", "--config", path, "--state", state, "--listen", ""}, c.args...)
-		code, _, stderr := runSyncd(t, c.env, args...)
-		if code != 2 || !strings.Contains(stderr, c.want) {
-			t.Errorf("%v %v: exit %d, stderr %q; want 2 and %q", c.env, c.args, code, stderr, c.want)
+		r := syncd.Run(t, c.env, args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, c.want) {
+			t.Errorf("%v %v: exit %d, r.Stderr %q; want 2 and %q", c.env, c.args, r.Code, r.Stderr, c.want)
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -22,12 +20,13 @@ import (
 )
 
 // syncd is the binary built once for the package's tests; no output of it
-// may show the DSN password (secret).
+// may show the DSN password (secret), and a started process's output goes
+// to the test log when the test fails.
 var syncd testutil.Binary
 
 func TestMain(m *testing.M) {
 	binary, cleanup := testbin.Build()
-	syncd = testutil.Binary{Path: binary, Forbid: []string{secret}}
+	syncd = testutil.Binary{Path: binary, Forbid: []string{secret}, ShowOutput: true}
 	pgtest.Main(m, cleanup)
 }
 
@@ -140,27 +139,6 @@ func (f *fixture) requireEqual(t *testing.T, src, dst string) {
 	copyCompare.RequireEqual(t, f.db.Pool, src, f.db.Pool, dst)
 }
 
-// start starts syncd with args and env additions (killed at the test's end
-// if still running); its output goes to the test log when the test fails.
-func start(t *testing.T, env []string, args ...string) *testutil.Process {
-	t.Helper()
-	p := syncd.Start(t, env, args...)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("output of syncd %s:\n%s", strings.Join(args, " "), p.Output)
-		}
-	})
-	return p
-}
-
-// runSyncd runs one syncd command to its end and returns its exit code,
-// stdout and stderr.
-func runSyncd(t *testing.T, env []string, args ...string) (int, string, string) {
-	t.Helper()
-	r := syncd.Run(t, env, args...)
-	return r.Code, r.Stdout, r.Stderr
-}
-
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
 	resp, err := http.Get(url)
@@ -173,31 +151,6 @@ func httpGet(t *testing.T, url string) (int, string) {
 		t.Fatal(err)
 	}
 	return resp.StatusCode, string(b)
-}
-
-var sampleRE = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*(?:\{[^}]*\})?) (\S+)$`)
-
-// scrape reads /metrics into a map from `name{labels}` (labels as
-// exposed, sorted by name) to value.
-func scrape(t *testing.T, addr string) map[string]float64 {
-	t.Helper()
-	code, body := httpGet(t, "http://"+addr+"/metrics")
-	if code != 200 {
-		t.Fatalf("GET /metrics: %d %s", code, body)
-	}
-	out := map[string]float64{}
-	for _, l := range strings.Split(body, "\n") {
-		m := sampleRE.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		v, err := strconv.ParseFloat(m[2], 64)
-		if err != nil {
-			t.Fatalf("metric line %q: %v", l, err)
-		}
-		out[m[1]] = v
-	}
-	return out
 }
 
 func readFile(t *testing.T, path string) string {
@@ -274,8 +227,8 @@ func (f *fixture) catchUp(t *testing.T, path, state string) {
 		}
 		return n == 0
 	})
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once to catch up: exit %d: %s", code, errOut)
+	if r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once to catch up: exit %d: %s", r.Code, r.Stderr)
 	}
 	f.requireEqual(t, "src", "copy")
 }

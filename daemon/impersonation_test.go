@@ -79,7 +79,7 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "state.db")
 	addr := testutil.FreeAddr(t)
 	env := []string{"SYNCD_ADMIN_TOKEN=" + token}
-	p := start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
+	p := syncd.Start(t, env, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 20*time.Second, "the first run", func() bool { return p.Output.Count("run done") > 0 })
 	im := startImpostor(t, addr, state)
 
@@ -88,9 +88,9 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 		{"status", "--config", path, "--state", state, "--listen", im.addr},
 		{"status", "--config", path, "--state", state, "--listen", im.addr, "--json"},
 	} {
-		code, out, errOut := runSyncd(t, env, args...)
-		if code != 1 || out != "" || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || !strings.Contains(errOut, "cannot prove it; nothing was sent to it") {
-			t.Errorf("syncd %s: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout, one line refusing the process", args[0], code, out, errOut)
+		r := syncd.Run(t, env, args...)
+		if r.Code != 1 || r.Stdout != "" || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 || !strings.Contains(r.Stderr, "cannot prove it; nothing was sent to it") {
+			t.Errorf("syncd %s: exit %d, stdout %q, stderr %q; want exit 1, nothing on stdout, one line refusing the process", args[0], r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	for _, r := range im.requests() {
@@ -115,14 +115,14 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 
 	// Without --listen: the socket, no token, the real answers.
 	before := len(im.requests())
-	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state, "--json")
 	var st ops.Status
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || len(st.Sources) != 1 || st.Sources[0].RowsWritten != 300 {
-		t.Fatalf("status over the socket: exit %d, stdout %q, stderr %q; want the daemon's status with 300 rows written", code, out, errOut)
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Sources) != 1 || st.Sources[0].RowsWritten != 300 {
+		t.Fatalf("status over the socket: exit %d, stdout %q, stderr %q; want the daemon's status with 300 rows written", r.Code, r.Stdout, r.Stderr)
 	}
-	code, out, errOut = runSyncd(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from-start")
-	if code != 0 || !strings.Contains(out, "source orders: watermark cleared") {
-		t.Fatalf("resync over the socket without a token: exit %d, stdout %q, stderr %q", code, out, errOut)
+	r = syncd.Run(t, nil, "resync", "--config", path, "--state", state, "--source", "orders", "--from-start")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "source orders: watermark cleared") {
+		t.Fatalf("resync over the socket without a token: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	_, api := httpGet(t, "http://"+addr+"/status")
 	if err := json.Unmarshal([]byte(api), &st); err != nil || st.Sources[0].Cursor != nil || st.Sources[0].ResyncFrom != "" {
@@ -137,11 +137,11 @@ func TestAdminChannelCannotBeImpersonated(t *testing.T) {
 	if _, err := os.Lstat(daemon.SocketPath(state)); err != nil {
 		t.Fatalf("the killed daemon's socket is gone (%v); the test needs a stale one", err)
 	}
-	p = start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	p = syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
 	testutil.Eventually(t, 20*time.Second, "the second daemon's run", func() bool { return p.Output.Count("run done") > 0 })
-	code, out, errOut = runSyncd(t, nil, "status", "--config", path, "--state", state)
-	if code != 0 || !strings.Contains(out, "orders") {
-		t.Fatalf("status after a restart over a stale socket: exit %d, stdout %q, stderr %q", code, out, errOut)
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders") {
+		t.Fatalf("status after a restart over a stale socket: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
 	p.Signal(t, syscall.SIGTERM)
 	if c := p.Wait(t, 10*time.Second).Code; c != 0 {

@@ -42,26 +42,26 @@ func TestDefaultAddressInUse(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1s\"")
 	takeDefaultAddr(t)
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state)
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state)
 	testutil.Eventually(t, 20*time.Second, "the copy", func() bool { return f.diff(t, "src", "copy") == 0 })
 	if !strings.Contains(p.Output.String(), "admin HTTP off: the default address is in use by another process") {
 		t.Fatalf("no line says the admin HTTP is off")
 	}
-	code, stdout, stderr := runSyncd(t, nil, "status", "--config", path, "--state", state)
-	if code != 0 || !strings.Contains(stdout, "orders") || !strings.Contains(stdout, " 300 ") {
-		t.Fatalf("status over the admin socket: exit %d, stdout %q, stderr %q; want the daemon's status", code, stdout, stderr)
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders") || !strings.Contains(r.Stdout, " 300 ") {
+		t.Fatalf("status over the admin socket: exit %d, r.Stdout %q, r.Stderr %q; want the daemon's status", r.Code, r.Stdout, r.Stderr)
 	}
-	code, stdout, stderr = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
-	if code != 1 || !strings.Contains(stderr, "holds another state file (/var/lib/other/syncd.db)") || stdout != "" {
-		t.Fatalf("status through another daemon's address: exit %d, stdout %q, stderr %q; want exit 1 refusing its status", code, stdout, stderr)
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "holds another state file (/var/lib/other/syncd.db)") || r.Stdout != "" {
+		t.Fatalf("status through another daemon's address: exit %d, r.Stdout %q, r.Stderr %q; want exit 1 refusing its status", r.Code, r.Stdout, r.Stderr)
 	}
 	p.Signal(t, syscall.SIGTERM)
 	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
 		t.Fatalf("exit %d, want 0", c)
 	}
 	// An address asked for with --listen must be free: that is an error.
-	code, _, stderr = runSyncd(t, nil, "run", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
-	if code != 2 || !strings.Contains(stderr, "listen tcp "+daemon.DefaultListen) || strings.Count(strings.TrimSpace(stderr), "\n") != 0 {
-		t.Fatalf("--listen on a busy address: exit %d, stderr %q; want 2 and one line naming the address", code, stderr)
+	r = syncd.Run(t, nil, "run", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "listen tcp "+daemon.DefaultListen) || strings.Count(strings.TrimSpace(r.Stderr), "\n") != 0 {
+		t.Fatalf("--listen on a busy address: exit %d, r.Stderr %q; want 2 and one line naming the address", r.Code, r.Stderr)
 	}
 }

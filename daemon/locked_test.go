@@ -42,8 +42,8 @@ sink:
 		t.Fatal(err)
 	}
 	state := filepath.Join(t.TempDir(), "state.db")
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("first run: exit %d: %s", code, errOut)
+	if r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state); r.Code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.Code, r.Stderr)
 	}
 	f.db.Exec(t, `UPDATE src SET v = 'changed', updated_at = clock_timestamp() WHERE id % 7 = 0`)
 	f.insert(t, "src", 301, 450)
@@ -63,7 +63,7 @@ sink:
 	}
 
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", addr)
 	testutil.Eventually(t, 30*time.Second, "two attempts failed on the lock", func() bool {
 		return p.Output.Count("", "kind", "lock_timeout") >= 2
 	})
@@ -72,12 +72,12 @@ sink:
 	testutil.Eventually(t, 20*time.Second, "the run lock released between attempts", func() bool {
 		return f.count(t, "pg_locks l JOIN pg_stat_activity a USING (pid) WHERE l.locktype = 'advisory' AND a.application_name = 'syncd' AND a.datname = current_database()") == 0
 	})
-	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
-	if code != 0 {
-		t.Fatalf("status: exit %d: %s", code, errOut)
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
+	if r.Code != 0 {
+		t.Fatalf("status: exit %d: %s", r.Code, r.Stderr)
 	}
 	var st ops.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
 		t.Fatal(err)
 	}
 	if s := st.Sources[0]; s.LastStatus != "failed" || !strings.Contains(s.LastError, "sink table public.copy is locked by another session") ||
@@ -95,9 +95,9 @@ sink:
 		return p.Output.Count("run done") > 0
 	})
 	f.requireEqual(t, "src", "copy")
-	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
-	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil {
-		t.Fatalf("status: exit %d: %v", code, err)
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", addr, "--json")
+	if err := json.Unmarshal([]byte(r.Stdout), &st); r.Code != 0 || err != nil {
+		t.Fatalf("status: exit %d: %v", r.Code, err)
 	}
 	if s := st.Sources[0]; s.LastStatus != "ok" || s.RowsTotal != 450+int64(f.count(t, "src WHERE id % 7 = 0 AND id <= 300")) {
 		t.Errorf("status after the lock went: %q, %d rows applied in all", s.LastStatus, s.RowsTotal)

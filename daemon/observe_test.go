@@ -28,11 +28,11 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	// (every row unchanged).
 	copyThenResync(t, path, state)
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
 	testutil.Eventually(t, 30*time.Second, "three runs", func() bool { return p.Output.Count("run done") >= 3 })
 
 	_, body := httpGet(t, "http://"+addr+"/status")
-	m := scrape(t, addr)
+	m := testutil.Scrape(t, addr).Series
 	var st ops.Status
 	if err := json.Unmarshal([]byte(body), &st); err != nil || len(st.Sources) != 1 {
 		t.Fatalf("GET /status: %v: %s", err, body)
@@ -77,9 +77,9 @@ func TestFreshnessAndCountersAgree(t *testing.T) {
 	}
 	// The status table shows freshness, not the newest row's age, as how
 	// far the copy is behind.
-	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state)
-	if code != 0 || !strings.Contains(out, "FRESHNESS") || !strings.Contains(out, "NEWEST ROW AGE") || !strings.Contains(out, "24h0") {
-		t.Errorf("status table: exit %d: %s%s", code, out, errOut)
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "FRESHNESS") || !strings.Contains(r.Stdout, "NEWEST ROW AGE") || !strings.Contains(r.Stdout, "24h0") {
+		t.Errorf("status table: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	p.Signal(t, syscall.SIGTERM)
 	if c := p.Wait(t, 10*time.Second).Code; c != 0 {
@@ -112,23 +112,23 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if _, err := tx.Exec(ctx, `LOCK TABLE copy IN SHARE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", "")
 	testutil.Eventually(t, 20*time.Second, "run started", func() bool { return p.Output.Count("run started") == 1 })
 	if p.Output.Count("run started", "from", "the start") != 1 {
 		t.Errorf("the run started line does not say it starts from the start")
 	}
 	var st ops.Status
 	testutil.Eventually(t, 10*time.Second, "status to show the run", func() bool {
-		code, out, _ := runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
-		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.Sources[0].Running != nil
+		r := syncd.Run(t, nil, "status", "--config", path, "--state", state, "--json")
+		return r.Code == 0 && json.Unmarshal([]byte(r.Stdout), &st) == nil && st.Sources[0].Running != nil
 	})
-	r := st.Sources[0].Running
-	if r.From != "the start" || r.Rows != 0 || r.Estimate < 900 || r.Estimate > 1100 || r.Left != r.Estimate || r.ETASeconds != -1 {
-		t.Errorf("running = %+v; want from the start, 0 rows, about 1000 estimated and left, no ETA yet", *r)
+	run := st.Sources[0].Running
+	if run.From != "the start" || run.Rows != 0 || run.Estimate < 900 || run.Estimate > 1100 || run.Left != run.Estimate || run.ETASeconds != -1 {
+		t.Errorf("running = %+v; want from the start, 0 rows, about 1000 estimated and left, no ETA yet", *run)
 	}
-	code, out, errOut := runSyncd(t, nil, "status", "--config", path, "--state", state)
-	if code != 0 || !strings.Contains(out, "running: 0 rows from the start") {
-		t.Errorf("status table while running: exit %d: %s%s", code, out, errOut)
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "running: 0 rows from the start") {
+		t.Errorf("status table while running: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	testutil.Eventually(t, 15*time.Second, "a progress line", func() bool { return p.Output.Count("run progress") >= 1 })
 	rec, _ := p.Output.Find("run progress")
@@ -142,10 +142,10 @@ func TestRunningSourceShowsProgress(t *testing.T) {
 	if n := p.Output.Count("run progress"); n > 2 {
 		t.Errorf("%d progress lines for a run of about 10 s, want at most one per 10 s", n)
 	}
-	code, out, _ = runSyncd(t, nil, "status", "--config", path, "--state", state, "--json")
+	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--json")
 	st = ops.Status{}
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Sources[0].Running != nil || st.Sources[0].RowsRead != 2000 {
-		t.Errorf("status after the run: exit %d: %s", code, out)
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || st.Sources[0].Running != nil || st.Sources[0].RowsRead != 2000 {
+		t.Errorf("status after the run: exit %d: %s", r.Code, r.Stdout)
 	}
 	f.requireEqual(t, "src", "copy")
 	p.Signal(t, syscall.SIGTERM)
@@ -162,8 +162,8 @@ func copyThenResync(t *testing.T, path, state string) {
 		{"run", "--once", "--config", path, "--state", state},
 		{"resync", "--config", path, "--state", state, "--source", "orders", "--from-start"},
 	} {
-		if code, _, errOut := runSyncd(t, nil, args...); code != 0 {
-			t.Fatalf("syncd %s: exit %d: %s", args[0], code, errOut)
+		if r := syncd.Run(t, nil, args...); r.Code != 0 {
+			t.Fatalf("syncd %s: exit %d: %s", args[0], r.Code, r.Stderr)
 		}
 	}
 }

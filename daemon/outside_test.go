@@ -20,13 +20,13 @@ func TestRowsOutsideCursorInMetrics(t *testing.T) {
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "lookback: 0s\n^schedule: \"@every 1s\"")
 	d := startDaemon(t, path, nil)
 	testutil.Eventually(t, 20*time.Second, "the counts in the metrics and the copy equal", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_rows_null_cursor{source="orders"}`] == 2 && m[`syncd_rows_ahead_of_clock{source="orders"}`] == 1 &&
 			f.diff(t, "src", "copy") == 0
 	})
 	f.db.Exec(t, `UPDATE src SET updated_at = now() WHERE updated_at IS NULL OR updated_at = 'infinity'`)
 	testutil.Eventually(t, 20*time.Second, "the counts back to 0 and the copy equal", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_rows_null_cursor{source="orders"}`] == 0 && m[`syncd_rows_ahead_of_clock{source="orders"}`] == 0 &&
 			f.diff(t, "src", "copy") == 0
 	})

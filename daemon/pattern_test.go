@@ -25,7 +25,7 @@ func TestReloadDocumentsAndPatterns(t *testing.T) {
 	path := f.source(t, "all.yaml", "a", "a_src", "a_copy", every)
 	first := readFile(t, path)
 	addr := testutil.FreeAddr(t)
-	p := start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", addr, "--log-level", "debug") // idle runs log "run done" at debug
 	testutil.Eventually(t, 20*time.Second, "a synced", func() bool { return f.diff(t, "a_src", "a_copy") == 0 })
 
 	pattern := func(extra string) string {
@@ -51,7 +51,7 @@ sink:
 	}
 	// The table without the cursor column is skipped: said once in the log,
 	// counted in the metrics.
-	m := scrape(t, addr)
+	m := testutil.Scrape(t, addr).Series
 	if m[`syncd_pattern_tables{source="p",state="synced"}`] != 2 || m[`syncd_pattern_tables{source="p",state="skipped"}`] != 1 ||
 		m[`syncd_pattern_match_failed{source="p"}`] != 0 {
 		t.Errorf("pattern metrics: synced %v, skipped %v, failed %v; want 2, 1, 0", m[`syncd_pattern_tables{source="p",state="synced"}`],
@@ -69,7 +69,7 @@ sink:
 	// A run of p.p_two in flight at the reload finishes, and then its
 	// metrics go; rows written after it must not reach the copy.
 	testutil.Eventually(t, 20*time.Second, "p.p_two's last run to end", func() bool {
-		for k := range scrape(t, addr) {
+		for k := range testutil.Scrape(t, addr).Series {
 			if strings.Contains(k, `source="p.p_two"`) {
 				return false
 			}

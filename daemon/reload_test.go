@@ -24,7 +24,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 	f.source(t, "a.yaml", "a", "a_src", "a_copy", every)
 	pb := f.source(t, "b.yaml", "b", "b_src", "b_copy", every)
 	pc := f.source(t, "c.yaml", "c", "c_src", "c_copy", every)
-	p := start(t, nil, "run", "--config", f.dir, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", testutil.FreeAddr(t), "--log-level", "debug") // idle runs log "run done" at debug
+	p := syncd.Start(t, nil, "run", "--config", f.dir, "--state", filepath.Join(t.TempDir(), "state.db"), "--listen", testutil.FreeAddr(t), "--log-level", "debug") // idle runs log "run done" at debug
 	testutil.Eventually(t, 20*time.Second, "a, b and c synced", func() bool {
 		return f.diff(t, "a_src", "a_copy") == 0 && f.diff(t, "b_src", "b_copy") == 0 && f.diff(t, "c_src", "c_copy") == 0
 	})

@@ -47,11 +47,11 @@ END $$`)
 
 	stopWriter := f.writer(t, "src", 1501)
 	dir := t.TempDir()
-	a := start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", testutil.FreeAddr(t))
+	a := syncd.Start(t, nil, "run", "--config", pathA, "--state", filepath.Join(dir, "a.db"), "--listen", testutil.FreeAddr(t))
 	// b starts once a's first run is applying pages: b's own first run
 	// meets it and is skipped.
 	testutil.Eventually(t, 30*time.Second, "a's first page", func() bool { return f.count(t, "apply_log") > 0 })
-	b := start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", testutil.FreeAddr(t))
+	b := syncd.Start(t, nil, "run", "--config", pathB, "--state", filepath.Join(dir, "b.db"), "--listen", testutil.FreeAddr(t))
 	skip := regexp.MustCompile(`source orders is being synced by another syncd process \(backend pid \d+, application_name "syncd", client 127\.0\.0\.1:\d+`)
 	skipped := func(p *testutil.Process) bool {
 		_, ok := p.Output.FindFunc(func(e testutil.Entry) bool {
@@ -111,13 +111,13 @@ func TestRunOnceSkipsWhenAnotherProcessHoldsTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := holdRunLock(t, holder, path, true)
-	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
-	if code != 0 {
-		t.Fatalf("exit %d, want 0: %s%s", code, out, errOut)
+	r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state)
+	if r.Code != 0 {
+		t.Fatalf("exit %d, want 0: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	want := fmt.Sprintf("syncd run: source orders is being synced by another syncd process (backend pid %d,", pid)
-	if !strings.Contains(out, want) || !strings.Contains(out, "this run is skipped") {
-		t.Errorf("stdout %q does not contain %q", out, want)
+	if !strings.Contains(r.Stdout, want) || !strings.Contains(r.Stdout, "this run is skipped") {
+		t.Errorf("stdout %q does not contain %q", r.Stdout, want)
 	}
 	if n := f.count(t, "copy"); n != 0 {
 		t.Errorf("a skipped run wrote %d rows", n)
@@ -126,8 +126,8 @@ func TestRunOnceSkipsWhenAnotherProcessHoldsTheSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	holder.Release()
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once after the release: exit %d: %s", code, errOut)
+	if r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once after the release: exit %d: %s", r.Code, r.Stderr)
 	}
 	f.requireEqual(t, "src", "copy")
 }
@@ -160,9 +160,9 @@ sink:
 	}
 	defer holder.Release()
 	holdRunLock(t, holder, path, true)
-	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
-	if code != 0 || !strings.Contains(out, "source comeback is being synced by another syncd process (backend pid") {
-		t.Fatalf("run --once on a held campaign: exit %d: %s%s", code, out, errOut)
+	r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "source comeback is being synced by another syncd process (backend pid") {
+		t.Fatalf("run --once on a held campaign: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if n := f.count(t, "coupon_grants"); n != 0 {
 		t.Fatalf("a skipped campaign run granted %d coupons", n)
@@ -170,8 +170,8 @@ sink:
 	if _, err := holder.Exec(ctx, `SELECT pg_advisory_unlock_all()`); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state); code != 0 {
-		t.Fatalf("run --once after the release: exit %d: %s", code, errOut)
+	if r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once after the release: exit %d: %s", r.Code, r.Stderr)
 	}
 	if n := f.count(t, "coupon_grants"); n != 50 {
 		t.Fatalf("%d grants, want one for each of the 50 dormant members", n)
@@ -221,10 +221,10 @@ func TestRunOnceFailsOnANameCollision(t *testing.T) {
 	}
 	defer holder.Release()
 	pid := holdRunLock(t, holder, path, false)
-	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", path, "--state", state)
+	r := syncd.Run(t, nil, "run", "--once", "--config", path, "--state", state)
 	want := fmt.Sprintf("syncd run: source orders: public.copy is being written by another syncd process (backend pid %d,", pid)
-	if code != 1 || !strings.Contains(errOut, want) || !strings.Contains(errOut, "give each its own name and sink.table") {
-		t.Fatalf("exit %d, want 1 with %q:\n%s%s", code, want, out, errOut)
+	if r.Code != 1 || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "give each its own name and sink.table") {
+		t.Fatalf("exit %d, want 1 with %q:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 	}
 	if n := f.count(t, "copy"); n != 0 {
 		t.Errorf("a refused run wrote %d rows", n)
@@ -259,16 +259,16 @@ func TestSameNameDifferentSinkTablesBothRun(t *testing.T) {
 	f.dir = t.TempDir()
 	pathB := f.source(t, "orders.yaml", "orders", "src_b", "copy_b", "page_size: 10")
 	dir := t.TempDir()
-	a := start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
+	a := syncd.Start(t, nil, "run", "--once", "--config", pathA, "--state", filepath.Join(dir, "a.db"))
 	// a holds its run lock and waits at the gate; b runs meanwhile.
 	testutil.Eventually(t, 2*time.Minute, "the first source to wait at the gate", func() bool {
 		var n int
 		_ = f.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = 4242`).Scan(&n)
 		return n > 0
 	})
-	code, out, errOut := runSyncd(t, nil, "run", "--once", "--config", pathB, "--state", filepath.Join(dir, "b.db"))
-	if code != 0 || strings.Contains(out, "skipped") {
-		t.Fatalf("second source: exit %d, want 0 and a complete run:\n%s%s", code, out, errOut)
+	r := syncd.Run(t, nil, "run", "--once", "--config", pathB, "--state", filepath.Join(dir, "b.db"))
+	if r.Code != 0 || strings.Contains(r.Stdout, "skipped") {
+		t.Fatalf("second source: exit %d, want 0 and a complete run:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	select {
 	case <-a.Done():

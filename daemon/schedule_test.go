@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/ops"
+	"github.com/syncd/syncd/syncer"
 )
 
 // The schedule fires again and again, each run picks up the rows written
@@ -27,10 +28,10 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 
 	// The start-up run; the schedule does not fire until the clock moves.
 	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="ok",source="orders"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	want := map[string]float64{
 		`syncd_rows_read_total{source="orders"}`:    2500,
 		`syncd_rows_applied_total{source="orders"}`: 2500,
@@ -52,10 +53,10 @@ func TestScheduleFiresAndMetricsMatch(t *testing.T) {
 	f.db.Exec(t, `UPDATE src SET v = 'changed', updated_at = clock_timestamp() WHERE id <= 10`)
 	clock.fire(t)
 	testutil.Eventually(t, 20*time.Second, "the scheduled run's end", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="orders"}`] == 2
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="ok",source="orders"}`] == 2
 	})
 	f.requireEqual(t, "src", "copy")
-	m = scrape(t, d.addr)
+	m = testutil.Scrape(t, d.addr).Series
 	scraped := time.Now()
 	want = map[string]float64{
 		`syncd_rows_read_total{source="orders"}`:    3210,
@@ -137,13 +138,13 @@ func TestTickSkippedWhileRunning(t *testing.T) {
 	var once sync.Once
 	d := startDaemon(t, path, func(o *daemon.Options) {
 		o.Clock = clock
-		o.Test = &daemon.TestSignals{AfterCommit: func(source string, page int64) error {
-			if page == 1 {
+		o.Test.AfterCommit = func(_ context.Context, at syncer.Commit) error {
+			if at.Source == "slow" && at.Page == 1 {
 				once.Do(func() { close(held) })
 				<-release
 			}
 			return nil
-		}}
+		}
 	})
 	var released sync.Once
 	free := func() { released.Do(func() { close(release) }) }
@@ -155,17 +156,17 @@ func TestTickSkippedWhileRunning(t *testing.T) {
 	}
 	clock.fire(t)
 	testutil.Eventually(t, 10*time.Second, "the skipped tick counted", func() bool {
-		return scrape(t, d.addr)[`syncd_skipped_ticks_total{source="slow"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_skipped_ticks_total{source="slow"}`] == 1
 	})
 	if n := d.logs.Count("tick skipped: the previous run of this source is still going", "source", "slow", "job", "sync"); n != 1 {
 		t.Errorf("%d records say the tick was skipped, want 1", n)
 	}
 	free()
 	testutil.Eventually(t, 20*time.Second, "the start-up run's end", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="ok",source="slow"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="ok",source="slow"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	if m[`syncd_pages_total{source="slow"}`] < 10 || m[`syncd_retries_total{source="slow"}`] != 0 || m[`syncd_skipped_ticks_total{source="slow"}`] != 1 {
 		t.Errorf("pages %v (want at least 10 of 20 rows) retries %v (want 0) skipped ticks %v (want 1)",
 			m[`syncd_pages_total{source="slow"}`], m[`syncd_retries_total{source="slow"}`], m[`syncd_skipped_ticks_total{source="slow"}`])
@@ -186,7 +187,7 @@ func TestReconcileScheduled(t *testing.T) {
 	d := startDaemon(t, f.dir, func(o *daemon.Options) { o.Clock = clock })
 	// The start-up run copies both; the hourly schedule runs no other.
 	testutil.Eventually(t, 20*time.Second, "both start-up runs", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_runs_total{outcome="ok",source="fixed"}`] == 1 && m[`syncd_runs_total{outcome="ok",source="kept"}`] == 1
 	})
 	f.requireEqual(t, "src", "copy")
@@ -202,13 +203,13 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 	clock.advance(t, 2*time.Second)
 	testutil.Eventually(t, 20*time.Second, "the repair of fixed by its reconcile", func() bool { return f.diff(t, "src", "copy") == 0 })
 	testutil.Eventually(t, 20*time.Second, "kept's differences and fixed's reconcile counted", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_reconcile_runs_total{outcome="ok",source="fixed"}`] >= 1 &&
 			m[`syncd_reconcile_differences{kind="missing",source="kept"}`] == 2 &&
 			m[`syncd_reconcile_differences{kind="changed",source="kept"}`] == 1 &&
 			m[`syncd_reconcile_not_covered_rows{reason="pending",source="kept"}`] == 5
 	})
-	m := scrape(t, d.addr)
+	m := testutil.Scrape(t, d.addr).Series
 	for _, src := range []string{"fixed", "kept"} {
 		if m[`syncd_reconcile_runs_total{outcome="ok",source="`+src+`"}`] < 1 {
 			t.Errorf("no ok reconcile of %s counted", src)
@@ -232,7 +233,7 @@ DELETE FROM copy2 WHERE id IN (1, 2); UPDATE copy2 SET v = 'broken' WHERE id = 3
 	// After the repair, fixed's next reconcile finds nothing left.
 	clock.advance(t, time.Second)
 	testutil.Eventually(t, 20*time.Second, "fixed's differences at zero after its repair", func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_reconcile_differences{kind="missing",source="fixed"}`] == 0 &&
 			m[`syncd_reconcile_differences{kind="changed",source="fixed"}`] == 0
 	})

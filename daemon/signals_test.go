@@ -18,13 +18,13 @@ import (
 // statusOf runs `syncd status --json` on a state file no daemon holds.
 func statusOf(t *testing.T, cfg, state string) ops.Status {
 	t.Helper()
-	code, out, errOut := runSyncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
-	if code != 0 {
-		t.Fatalf("syncd status: exit %d: %s", code, errOut)
+	r := syncd.Run(t, nil, "status", "--config", cfg, "--state", state, "--json")
+	if r.Code != 0 {
+		t.Fatalf("syncd status: exit %d: %s", r.Code, r.Stderr)
 	}
 	var st ops.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		t.Fatalf("status JSON: %v: %s", err, out)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		t.Fatalf("status JSON: %v: %s", err, r.Stdout)
 	}
 	return st
 }
@@ -38,7 +38,7 @@ func TestSIGTERMMidRunLeavesCopyAndWatermarkConsistent(t *testing.T) {
 	// 60 pages of 50 rows at 2 ms a row: about 6 s for the whole run.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(2)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
 	testutil.Eventually(t, 20*time.Second, "5 pages applied", func() bool { return p.Output.Count("page applied") >= 5 })
 	sent := time.Now()
 	p.Signal(t, syscall.SIGTERM)
@@ -89,7 +89,7 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 
 	stopWriter := f.writer(t, "src", 4001)
 	for i := 0; i < 6; i++ {
-		p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+		p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
 		// The moment is random, but always after the process applied a
 		// page or more: under load a kill at a random time could land
 		// before anything was copied.
@@ -118,7 +118,7 @@ func TestSecondSignalForcesExit(t *testing.T) {
 	// Pages of 50 rows at 20 ms a row: a second per page.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(20)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--log-level", "debug")
 	testutil.Eventually(t, 20*time.Second, "a page applied", func() bool { return p.Output.Count("page applied") >= 1 })
 	p.Signal(t, syscall.SIGTERM)
 	testutil.Eventually(t, 10*time.Second, "the graceful stop to begin", func() bool {
@@ -154,7 +154,7 @@ func TestShutdownTimeout(t *testing.T) {
 	// timeout even on a loaded machine.
 	path := f.source(t, "orders.yaml", "orders", "src", "copy", "page_size: 50\nwhere: slow(100)\n^schedule: \"@every 1h\"")
 	state := filepath.Join(t.TempDir(), "state.db")
-	p := start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--shutdown-timeout", "1s")
+	p := syncd.Start(t, nil, "run", "--config", path, "--state", state, "--listen", testutil.FreeAddr(t), "--shutdown-timeout", "1s")
 	testutil.Eventually(t, 20*time.Second, "the first page's read in flight", func() bool {
 		return f.count(t, "pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd' AND state = 'active' AND query LIKE '%slow(100)%LIMIT%' AND query NOT LIKE 'EXPLAIN%'") > 0
 	})

@@ -346,14 +346,10 @@ func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, err
 		}
 		s.d.m.Page(name, p.Rows, p.Written, p.Deleted, wm)
 	}
-	var afterCommit func(int64) error
-	if ts := s.d.o.Test; ts != nil && ts.AfterCommit != nil {
-		afterCommit = func(p int64) error { return ts.AfterCommit(name, p) }
-	}
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Kinds: s.d.o.Kinds, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
-			AfterCommit: afterCommit, QuietIdle: true,
+			Test: s.d.o.Test, QuietIdle: true,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

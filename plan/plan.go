@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/syncd/syncd/internal/testsignal"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/watermark"
@@ -82,15 +83,16 @@ type CampaignStats struct {
 // Options are what a kind's OpenPlan gets besides the config.
 type Options struct {
 	Logger *slog.Logger
-	// Test, nil in production, lets a test reach moments inside a run.
-	Test *TestSignals
+	// Test, zero in production, lets a test reach moments inside a run.
+	Test TestSignals
 }
 
-// TestSignals are hooks a test sets to act at a precise moment of a run
-// (a crash injected where a kill would land only sometimes). Production
-// code passes nil; every field is optional.
+// TestSignals are the moments inside a kind's pages a test can act at (a
+// crash injected where a kill would land only sometimes; see package
+// testsignal). Production code leaves them zero.
 type TestSignals struct {
 	// BeforeCommit runs inside each page's transaction just before its
-	// commit; an error rolls the page back as a crash would.
-	BeforeCommit func(ctx context.Context) error
+	// commit, told the campaign; an error rolls the page back as a crash
+	// would.
+	BeforeCommit testsignal.Hook[string]
 }

@@ -12,17 +12,10 @@ import (
 	"github.com/syncd/syncd/watermark"
 )
 
-// syncd runs the real binary and returns its stdout, stderr and exit code.
-func syncd(t *testing.T, bin string, args ...string) (string, string, int) {
-	t.Helper()
-	r := testutil.Binary{Path: bin}.Run(t, nil, args...)
-	return r.Stdout, r.Stderr, r.Code
-}
-
 // buildBinary returns the real binary, built by the first test that asks.
-func buildBinary(t *testing.T) string {
+func buildBinary(t *testing.T) testutil.Binary {
 	t.Helper()
-	return builder.Path(t)
+	return testutil.Binary{Path: builder.Path(t)}
 }
 
 type jsonReport struct {
@@ -39,13 +32,13 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 	f.closeStore(t) // the binary opens the state file
 	base := []string{"reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", "items"}
 
-	out, errOut, code := syncd(t, bin, append(base, "--json")...)
-	if code != 0 {
-		t.Fatalf("identical tables: exit %d, want 0; stderr %s", code, errOut)
+	r := bin.Run(t, nil, append(base, "--json")...)
+	if r.Code != 0 {
+		t.Fatalf("identical tables: exit %d, want 0; stderr %s", r.Code, r.Stderr)
 	}
 	var rep jsonReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("--json printed %q: %v", out, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("--json printed %q: %v", r.Stdout, err)
 	}
 	if rep.Missing+rep.Extra+rep.Changed != 0 || rep.RowsCompared != 2000 || rep.Keys.Missing == nil {
 		t.Fatalf("identical tables: %+v", rep)
@@ -54,13 +47,13 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 	f.dst.Exec(t, `DELETE FROM public.items_copy WHERE id = 7`)
 	f.dst.Exec(t, `UPDATE public.items_copy SET price = 1.01 WHERE id = 1500`) // 1.0 in the source
 	f.src.Exec(t, `DELETE FROM public.items WHERE id = 1999`)
-	out, errOut, code = syncd(t, bin, append(base, "--json")...)
-	if code != 1 {
-		t.Fatalf("differences: exit %d, want 1; stderr %s", code, errOut)
+	r = bin.Run(t, nil, append(base, "--json")...)
+	if r.Code != 1 {
+		t.Fatalf("differences: exit %d, want 1; stderr %s", r.Code, r.Stderr)
 	}
 	rep = jsonReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("--json printed %q: %v", out, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("--json printed %q: %v", r.Stdout, err)
 	}
 	assertKeys(t, "missing", rep.Keys.Missing, "7")
 	assertKeys(t, "extra", rep.Keys.Extra, "1999")
@@ -68,22 +61,22 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 	if rep.Missing != 1 || rep.Extra != 1 || rep.Changed != 1 || rep.RowsFetched == 0 || rep.RowsFetched > 2000/2 {
 		t.Fatalf("report %+v", rep)
 	}
-	if !strings.Contains(errOut, "1 missing, 1 extra, 1 changed") {
-		t.Errorf("stderr %q does not sum up the differences", errOut)
+	if !strings.Contains(r.Stderr, "1 missing, 1 extra, 1 changed") {
+		t.Errorf("stderr %q does not sum up the differences", r.Stderr)
 	}
 
-	out, _, code = syncd(t, bin, base...)
-	if code != 1 || !strings.Contains(out, "missing: 1, extra: 1, changed: 1") || !strings.Contains(out, "  1500\n") {
-		t.Fatalf("text output (exit %d):\n%s", code, out)
+	r = bin.Run(t, nil, base...)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "missing: 1, extra: 1, changed: 1") || !strings.Contains(r.Stdout, "  1500\n") {
+		t.Fatalf("text output (exit %d):\n%s", r.Code, r.Stdout)
 	}
 
-	out, errOut, code = syncd(t, bin, append(base, "--repair")...)
-	if code != 0 || !strings.Contains(out, "after repair: missing: 0, extra: 0, changed: 0") {
-		t.Fatalf("--repair: exit %d, want 0\n%s\n%s", code, out, errOut)
+	r = bin.Run(t, nil, append(base, "--repair")...)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "after repair: missing: 0, extra: 0, changed: 0") {
+		t.Fatalf("--repair: exit %d, want 0\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 	f.assertSameRows(t)
-	if _, errOut, code = syncd(t, bin, base...); code != 0 {
-		t.Fatalf("after repair: exit %d, want 0: %s", code, errOut)
+	if r = bin.Run(t, nil, base...); r.Code != 0 {
+		t.Fatalf("after repair: exit %d, want 0: %s", r.Code, r.Stderr)
 	}
 
 	// Usage and config errors exit 2.
@@ -93,17 +86,17 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 		{"reconcile", "--config", filepath.Join(t.TempDir(), "missing.yaml"), "--source", "items"},
 		{"reconcile", "--config", f.cfgFile, "--source", "items", "--bogus"},
 	} {
-		if _, errOut, code := syncd(t, bin, args...); code != 2 {
-			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errOut)
+		if r := bin.Run(t, nil, args...); r.Code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, r.Code, r.Stderr)
 		}
 	}
 
 	// No state file: most likely the wrong path; an error naming it, and
 	// reconcile (a read-only command) does not create the file.
 	none := filepath.Join(t.TempDir(), "none.db")
-	_, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", none, "--source", "items")
-	if code != 2 || !strings.Contains(errOut, "no state file at "+none) {
-		t.Fatalf("no state file: exit %d\n%s", code, errOut)
+	r = bin.Run(t, nil, "reconcile", "--config", f.cfgFile, "--state", none, "--source", "items")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "no state file at "+none) {
+		t.Fatalf("no state file: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if _, err := os.Stat(none); !os.IsNotExist(err) {
 		t.Fatalf("reconcile created the state file %s", none)
@@ -116,10 +109,10 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty.Close()
-	out, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", empty.Path(), "--source", "items")
-	if code != 1 || !strings.Contains(out, "not compared: 1999 rows (no watermark yet)") ||
-		!strings.Contains(errOut, "1999 rows of public.items not compared yet (no watermark yet: 1999); run `syncd run --once --source items`, then reconcile again") {
-		t.Fatalf("no watermark: exit %d\n%s\n%s", code, out, errOut)
+	r = bin.Run(t, nil, "reconcile", "--config", f.cfgFile, "--state", empty.Path(), "--source", "items")
+	if r.Code != 1 || !strings.Contains(r.Stdout, "not compared: 1999 rows (no watermark yet)") ||
+		!strings.Contains(r.Stderr, "1999 rows of public.items not compared yet (no watermark yet: 1999); run `syncd run --once --source items`, then reconcile again") {
+		t.Fatalf("no watermark: exit %d\n%s\n%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// A daemon holding the state file: the watermark is read from a copy.
@@ -129,10 +122,10 @@ func TestCLIExitCodesAndJSON(t *testing.T) {
 	}
 	defer held.Close()
 	f.dst.Exec(t, `UPDATE public.items_copy SET t = 'held' WHERE id = 3`)
-	out, errOut, code = syncd(t, bin, append(base, "--json")...)
+	r = bin.Run(t, nil, append(base, "--json")...)
 	rep = jsonReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
-		t.Fatalf("state held by a daemon: exit %d, %s %s", code, out, errOut)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || r.Code != 1 {
+		t.Fatalf("state held by a daemon: exit %d, %s %s", r.Code, r.Stdout, r.Stderr)
 	}
 	assertKeys(t, "changed", rep.Keys.Changed, "3")
 }

@@ -36,23 +36,23 @@ sink:
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, code := syncd(t, bin, "run", "--once", "--config", cfg, "--state", state); code != 0 {
-		t.Fatalf("run: exit %d: %s", code, errOut)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
 	}
 	base := []string{"reconcile", "--config", cfg, "--state", state, "--source", "comeback", "--json"}
-	if _, errOut, code := syncd(t, bin, base...); code != 0 {
-		t.Fatalf("reconcile after a full run: exit %d: %s", code, errOut)
+	if r := bin.Run(t, nil, base...); r.Code != 0 {
+		t.Fatalf("reconcile after a full run: exit %d: %s", r.Code, r.Stderr)
 	}
 	db.Exec(t, `DELETE FROM public.coupon_grants WHERE member_id = 42`)
-	out, _, code := syncd(t, bin, base...)
+	r := bin.Run(t, nil, base...)
 	var rep jsonReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 || rep.Missing != 1 {
-		t.Fatalf("a lost grant: exit %d, report %s (%v)", code, out, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || r.Code != 1 || rep.Missing != 1 {
+		t.Fatalf("a lost grant: exit %d, report %s (%v)", r.Code, r.Stdout, err)
 	}
 	assertKeys(t, "missing", rep.Keys.Missing, "42")
-	out, errOut, code := syncd(t, bin, append(base, "--repair")...)
+	r = bin.Run(t, nil, append(base, "--repair")...)
 	rep = jsonReport{}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 0 || rep.After == nil || rep.After.Missing != 0 {
-		t.Fatalf("--repair: exit %d, report %s, stderr %s (%v)", code, out, errOut, err)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil || r.Code != 0 || rep.After == nil || rep.After.Missing != 0 {
+		t.Fatalf("--repair: exit %d, report %s, stderr %s (%v)", r.Code, r.Stdout, r.Stderr, err)
 	}
 }

@@ -28,15 +28,15 @@ type coverageReport struct {
 func reconcileJSON(t *testing.T, f *fixture, source string, args ...string) (coverageReport, string, int) {
 	t.Helper()
 	bin := buildBinary(t)
-	out, errOut, code := syncd(t, bin, append([]string{"reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", source, "--json"}, args...)...)
+	r := bin.Run(t, nil, append([]string{"reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", source, "--json"}, args...)...)
 	var rep coverageReport
-	if out == "" && code == 2 {
-		return rep, errOut, code // a config error: nothing compared
+	if r.Stdout == "" && r.Code == 2 {
+		return rep, r.Stderr, r.Code // a config error: nothing compared
 	}
-	if err := json.Unmarshal([]byte(out), &rep); err != nil {
-		t.Fatalf("reconcile --json (exit %d) printed %q: %v; stderr %s", code, out, err, errOut)
+	if err := json.Unmarshal([]byte(r.Stdout), &rep); err != nil {
+		t.Fatalf("reconcile --json (exit %d) printed %q: %v; stderr %s", r.Code, r.Stdout, err, r.Stderr)
 	}
-	return rep, errOut, code
+	return rep, r.Stderr, r.Code
 }
 
 const plainTable = `CREATE TABLE t (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text);
@@ -72,13 +72,13 @@ func TestPendingRowsAreNotCoveredUntilTheNextRun(t *testing.T) {
 	if !strings.Contains(errOut, want) {
 		t.Errorf("stderr %q lacks %q", errOut, want)
 	}
-	out, _, _ := syncd(t, buildBinary(t), "reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", "t")
-	if !strings.Contains(out, "not compared: 4 rows (pending: newer than the watermark)") || strings.Contains(out, "equals") {
-		t.Errorf("text report:\n%s", out)
+	r := buildBinary(t).Run(t, nil, "reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", "t")
+	if !strings.Contains(r.Stdout, "not compared: 4 rows (pending: newer than the watermark)") || strings.Contains(r.Stdout, "equals") {
+		t.Errorf("text report:\n%s", r.Stdout)
 	}
 
-	if _, errOut, code := syncd(t, buildBinary(t), "run", "--once", "--config", f.cfgFile, "--state", f.stateFile); code != 0 {
-		t.Fatalf("run --once: exit %d: %s", code, errOut)
+	if r := buildBinary(t).Run(t, nil, "run", "--once", "--config", f.cfgFile, "--state", f.stateFile); r.Code != 0 {
+		t.Fatalf("run --once: exit %d: %s", r.Code, r.Stderr)
 	}
 	rep, errOut, code = reconcileJSON(t, f, "t")
 	if code != 0 || len(rep.NotCovered) != 0 || rep.RowsCompared != 303 {
@@ -245,8 +245,8 @@ func TestSoftDeletesEndToEnd(t *testing.T) {
 			f.closeStore(t)
 			bin := buildBinary(t)
 			f.src.Exec(t, "UPDATE t SET deleted = now(), updated_at = now() WHERE id IN (3, 77, 150)")
-			if _, errOut, code := syncd(t, bin, "run", "--once", "--config", f.cfgFile, "--state", f.stateFile); code != 0 {
-				t.Fatalf("run --once: exit %d: %s", code, errOut)
+			if r := bin.Run(t, nil, "run", "--once", "--config", f.cfgFile, "--state", f.stateFile); r.Code != 0 {
+				t.Fatalf("run --once: exit %d: %s", r.Code, r.Stderr)
 			}
 			want := "deleted IS NULL"
 			if keep {

@@ -20,7 +20,7 @@ func TestDaemonScheduledRepair(t *testing.T) {
 	f.dst.Exec(t, `DELETE FROM public.items_copy WHERE id = 6`)
 	f.src.Exec(t, `DELETE FROM public.items WHERE id = 7`)
 
-	d := testutil.Binary{Path: bin}.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
+	d := bin.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
 	d.Eventually(t, 30*time.Second, "the daemon's scheduled reconcile to repair the copy", func() bool {
 		var n int
 		err := f.dst.Pool.QueryRow(context.Background(),

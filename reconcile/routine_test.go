@@ -27,7 +27,7 @@ func TestDaemonRoutineRepairUnderWrites(t *testing.T) {
 	ctx := context.Background()
 
 	var out bytes.Buffer
-	cmd := exec.Command(bin, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
+	cmd := exec.Command(bin.Path, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -26,16 +26,16 @@ func TestFastPathRun(t *testing.T) {
 	}
 	defer store.Close()
 	ctx := context.Background()
-	write := func(pageNo int64) error {
-		if pageNo%3 != 0 {
+	write := func(_ context.Context, at syncer.Commit) error {
+		if at.Page%3 != 0 {
 			return nil
 		}
 		// Move copied rows to the end of the cursor order and add new ones.
-		e.db.Exec(t, `UPDATE src SET updated_at = clock_timestamp(), name = 'changed ' || $1 WHERE id IN (SELECT id FROM src ORDER BY id LIMIT 10 OFFSET $1 * 10)`, pageNo)
+		e.db.Exec(t, `UPDATE src SET updated_at = clock_timestamp(), name = 'changed ' || $1 WHERE id IN (SELECT id FROM src ORDER BY id LIMIT 10 OFFSET $1 * 10)`, at.Page)
 		e.db.Exec(t, `INSERT INTO src SELECT max(id) + 1, clock_timestamp(), 'new', 1, NULL, NULL FROM src`)
 		return nil
 	}
-	res, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store, AfterCommit: write})
+	res, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store, Test: syncer.TestSignals{AfterCommit: write}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,13 +92,13 @@ func TestStoppedRunSkipsAnalyze(t *testing.T) {
 		return analyzed
 	}
 	stop := make(chan struct{})
-	stopAfter := func(pageNo int64) error {
-		if pageNo == 2 {
+	stopAfter := func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 2 {
 			close(stop)
 		}
 		return nil
 	}
-	res, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store, Stop: stop, AfterCommit: stopAfter})
+	res, err := syncer.Run(ctx, syncer.Options{Config: e.cfg, Store: store, Stop: stop, Test: syncer.TestSignals{AfterCommit: stopAfter}})
 	if !errors.Is(err, syncer.ErrStopped) || res.Pages != 2 || !res.Stopped {
 		t.Fatalf("stopped run: %d pages, stopped %v, err %v; want 2 pages and ErrStopped", res.Pages, res.Stopped, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/syncer"
 )
@@ -28,9 +29,7 @@ func lateCommitOn(t *testing.T, f *fixture, bound string) (*fixture, syncer.Resu
 	late := begin(t, f.db.URL)
 	late.exec(t, `UPDATE src SET v = 'late', updated_at = DEFAULT WHERE id = 1`)
 	late.exec(t, `INSERT INTO src (id, v) VALUES (100, 'late insert')`)
-	// Let the clock pass its start: the rows committed next are stamped
-	// after it.
-	time.Sleep(10 * time.Millisecond)
+	f.clockPast(t, late.since) // the rows committed next are stamped after its start
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = DEFAULT WHERE id IN (2, 3)`)
 	held := f.run(t, c)
 	late.exec(t, "COMMIT")
@@ -58,8 +57,15 @@ func TestLateCommitArrivesWithBoundOnUTCTimestampSeconds(t *testing.T) {
 	}
 	// The clock part of the bound is truncated to the second as well, and
 	// now() is rounded, up to half a second into the future: rows of the
-	// current second wait until the clock has passed them.
-	time.Sleep(1600 * time.Millisecond)
+	// current second wait until the clock, truncated, has passed them.
+	testutil.Eventually(t, 10*time.Second, "the source's clock, truncated to the second, to pass the newest row", func() bool {
+		var past bool
+		if err := f.db.Pool.QueryRow(context.Background(),
+			`SELECT date_trunc('second', clock_timestamp() AT TIME ZONE 'UTC') > (SELECT max(updated_at) FROM src)`).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		return past
+	})
 	f.run(t, f.config(t, f.db.URL, "lookback: 0s"))
 	f.assertSame(t)
 }

@@ -269,7 +269,7 @@ func TestRestoredStateFileDoesNotReplayAnOlderResync(t *testing.T) {
 	resync(first.Add(30 * time.Minute))
 	crash := errors.New("crash")
 	if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: e.store,
-		AfterCommit: func(int64) error { return crash }}); !errors.Is(err, crash) {
+		Test: syncer.TestSignals{AfterCommit: func(context.Context, syncer.Commit) error { return crash }}}); !errors.Is(err, crash) {
 		t.Fatalf("the run meant to die after its first page: %v", err)
 	}
 	if err := e.store.Replace("test", backup); err != nil {

@@ -34,10 +34,6 @@ type FirstLoadOptions struct {
 	// MinBlocks is the smallest source table, in heap blocks, that gets a
 	// first load; smaller tables are copied by pages.
 	MinBlocks uint32
-	// AfterChunk, when set, is called after a chunk has committed in the
-	// sink and before its progress is written to the state file. Tests use
-	// it to inject a crash at the worst moment.
-	AfterChunk func(chunk int) error
 }
 
 // firstLoadOptions are o.FirstLoad, or source.first_load of the config
@@ -667,10 +663,8 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 	if j.reread {
 		return l.counted(rows, i, ch)
 	}
-	if l.opt.AfterChunk != nil {
-		if err := l.opt.AfterChunk(i); err != nil {
-			return err
-		}
+	if err := l.o.Test.AfterChunk.Fire(ctx, i); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

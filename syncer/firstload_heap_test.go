@@ -16,8 +16,8 @@ import (
 
 // heapOpts makes a first load in chunks of 40 heap blocks (about 1,100
 // rows of itemsTable), two at a time.
-func heapOpts(after func(int) error) *syncer.FirstLoadOptions {
-	return &syncer.FirstLoadOptions{Workers: 2, ChunkBlocks: 40, MinBlocks: 0, AfterChunk: after}
+func heapOpts() *syncer.FirstLoadOptions {
+	return &syncer.FirstLoadOptions{Workers: 2, ChunkBlocks: 40, MinBlocks: 0}
 }
 
 // crashLoadAt is crashAtChunk with heapOpts: the k-th chunk to commit
@@ -26,12 +26,12 @@ func crashLoadAt(t *testing.T, e *env, c *config.Config, k int32) {
 	t.Helper()
 	crash := errors.New("crash")
 	var n atomic.Int32
-	_, err := runErr(e, c, syncer.Options{FirstLoad: heapOpts(func(int) error {
+	_, err := runErr(e, c, syncer.Options{FirstLoad: heapOpts(), Test: syncer.TestSignals{AfterChunk: func(context.Context, int) error {
 		if n.Add(1) == k {
 			return crash
 		}
 		return nil
-	})})
+	}}})
 	if !errors.Is(err, crash) {
 		t.Fatalf("run: %v; want the injected crash at chunk %d", err, k)
 	}
@@ -135,7 +135,7 @@ func TestFirstLoadStartsAgainWhenTheHeapWasRewritten(t *testing.T) {
 			}
 			logs := &testutil.Log{}
 			log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
-			e.run(t, c, syncer.Options{FirstLoad: heapOpts(nil), Logger: log})
+			e.run(t, c, syncer.Options{FirstLoad: heapOpts(), Logger: log})
 			dst := "public.copy"
 			if tc.deleted != "" {
 				// Hard deletes are not followed: the copy keeps the deleted
@@ -221,7 +221,7 @@ func TestFirstLoadRereadsRowsMovedIntoDoneChunks(t *testing.T) {
 	if moved < 100 {
 		t.Fatalf("only %d updated rows moved into blocks of chunks done; the test does not exercise the hole", moved)
 	}
-	e.run(t, c, syncer.Options{FirstLoad: heapOpts(nil)})
+	e.run(t, c, syncer.Options{FirstLoad: heapOpts()})
 	missing, changed, extra := diffRows(t, e, "items", "public.copy")
 	if missing+changed+extra > 0 {
 		t.Fatalf("copy differs from the source after the resumed run (%d updated rows had moved into chunks done): %d rows missing, %d changed, %d extra",
@@ -275,10 +275,10 @@ func TestFirstLoadStartingAgainAfterATruncateKeepsNoRowOfTheOldHeap(t *testing.T
 	c := e.config(t, "public.items", 1000, "")
 	crashLoadAt(t, e, c, 6)
 	e.src.Exec(t, "BEGIN; CREATE TEMP TABLE kept AS SELECT * FROM items WHERE id % 2 = 1; TRUNCATE items; INSERT INTO items SELECT * FROM kept; COMMIT")
-	e.run(t, c, syncer.Options{FirstLoad: heapOpts(nil)})
+	e.run(t, c, syncer.Options{FirstLoad: heapOpts()})
 	if missing, changed, extra := diffRows(t, e, "items", "public.copy"); missing+changed+extra > 0 {
 		t.Fatalf("copy differs from the source after the load started again: %d rows missing, %d changed, %d extra (rows the TRUNCATE removed)", missing, changed, extra)
 	}
-	e.run(t, c, syncer.Options{FirstLoad: heapOpts(nil)})
+	e.run(t, c, syncer.Options{FirstLoad: heapOpts()})
 	e.assertSame(t, "items", itemCols)
 }

@@ -18,8 +18,8 @@ import (
 
 // loadOpts makes a first load of every table, in chunks of 4 heap blocks
 // (about 100 rows of the tables below), two at a time.
-func loadOpts(after func(int) error) *syncer.FirstLoadOptions {
-	return &syncer.FirstLoadOptions{Workers: 2, ChunkBlocks: 4, MinBlocks: 0, AfterChunk: after}
+func loadOpts() *syncer.FirstLoadOptions {
+	return &syncer.FirstLoadOptions{Workers: 2, ChunkBlocks: 4, MinBlocks: 0}
 }
 
 // itemsTable creates a source table of n rows whose rows fill about 25 to a
@@ -54,7 +54,7 @@ func TestFirstLoadCopiesEveryRowAndSetsTheWatermark(t *testing.T) {
 	itemsTable(t, e.src, 3000)
 	c := e.config(t, "public.items", 1000, "")
 	var chunks atomic.Int32
-	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(func(int) error { chunks.Add(1); return nil })})
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(), Test: syncer.TestSignals{AfterChunk: func(context.Context, int) error { chunks.Add(1); return nil }}})
 	e.assertSame(t, "items", itemCols)
 	var blocks int
 	if err := e.src.Pool.QueryRow(context.Background(), "SELECT pg_relation_size('items') / 8192").Scan(&blocks); err != nil {
@@ -78,7 +78,7 @@ func TestFirstLoadCopiesEveryRowAndSetsTheWatermark(t *testing.T) {
 	// The next run goes on from that watermark.
 	e.src.Exec(t, "UPDATE items SET price = price + 1, updated_at = clock_timestamp() WHERE id % 100 = 0")
 	e.src.Exec(t, "INSERT INTO items SELECT g, clock_timestamp(), 'new', 1, '{}', '{}' FROM generate_series(5001, 5100) g")
-	res = e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	res = e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	if res.Rows != 130 {
 		t.Fatalf("the run after the first load read %d rows; want the 130 changed", res.Rows)
 	}
@@ -96,7 +96,7 @@ func TestFirstLoadReportsProgress(t *testing.T) {
 	c := e.config(t, "public.items", 1000, "")
 	var mu sync.Mutex
 	var seen []syncer.Progress
-	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil), OnProgress: func(p syncer.Progress) {
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts(), OnProgress: func(p syncer.Progress) {
 		mu.Lock()
 		seen = append(seen, p)
 		mu.Unlock()
@@ -145,7 +145,7 @@ sink:
 		t.Fatal(err)
 	}
 	var chunks atomic.Int32
-	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(func(int) error { chunks.Add(1); return nil })})
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(), Test: syncer.TestSignals{AfterChunk: func(context.Context, int) error { chunks.Add(1); return nil }}})
 	if chunks.Load() < 2 || res.Rows != 2000 {
 		t.Fatalf("%d chunks, %d rows; want the 2000 rows in several chunks", chunks.Load(), res.Rows)
 	}
@@ -160,12 +160,12 @@ func TestFirstLoadEmptyTable(t *testing.T) {
 	e := newEnv(t)
 	e.src.Exec(t, `CREATE TABLE items (id bigint PRIMARY KEY, updated_at timestamptz, name text, price numeric(12,2), tags text[], attrs jsonb)`)
 	c := e.config(t, "public.items", 1000, "")
-	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	if res.Rows != 0 || e.state(t).Cursor != nil || e.state(t).FirstLoad != nil {
 		t.Fatalf("empty table: %d rows, state %+v", res.Rows, e.state(t))
 	}
 	e.src.Exec(t, "INSERT INTO items SELECT g, clock_timestamp(), 'x', 1, '{}', '{}' FROM generate_series(1, 10) g")
-	if res = e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)}); res.Rows != 10 {
+	if res = e.run(t, c, syncer.Options{FirstLoad: loadOpts()}); res.Rows != 10 {
 		t.Fatalf("second run copied %d rows; want 10", res.Rows)
 	}
 	e.assertSame(t, "items", itemCols)
@@ -234,7 +234,7 @@ func TestFirstLoadResumesAfterCrash(t *testing.T) {
 	// the end of the heap), rows are added.
 	e.src.Exec(t, "UPDATE items SET price = price + 1, updated_at = clock_timestamp() WHERE id % 50 = 0")
 	e.src.Exec(t, "INSERT INTO items SELECT g, clock_timestamp(), 'new', 1, '{}', '{}' FROM generate_series(5001, 5100) g")
-	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	e.assertSame(t, "items", itemCols)
 	after := xmins()
 	redone := 0
@@ -261,12 +261,12 @@ func crashAtChunk(t *testing.T, e *env, c *config.Config, k int32) {
 	t.Helper()
 	crash := errors.New("crash")
 	var n atomic.Int32
-	_, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
+	_, err := runErr(e, c, syncer.Options{FirstLoad: loadOpts(), Test: syncer.TestSignals{AfterChunk: func(context.Context, int) error {
 		if n.Add(1) == k {
 			return crash
 		}
 		return nil
-	})})
+	}}})
 	if !errors.Is(err, crash) {
 		t.Fatalf("run: %v; want the injected crash at chunk %d", err, k)
 	}
@@ -279,13 +279,13 @@ func TestFirstLoadWithWriters(t *testing.T) {
 	itemsTable(t, e.src, 3000)
 	c := e.config(t, "public.items", 1000, "")
 	var seq atomic.Int32
-	e.run(t, c, syncer.Options{FirstLoad: loadOpts(func(int) error {
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts(), Test: syncer.TestSignals{AfterChunk: func(context.Context, int) error {
 		n := seq.Add(1)
 		e.src.Exec(t, fmt.Sprintf("UPDATE items SET name = 'w%d', updated_at = clock_timestamp() WHERE id %% 37 = %d", n, n%37))
 		e.src.Exec(t, fmt.Sprintf("INSERT INTO items VALUES (%d, clock_timestamp(), 'ins', 1, '{}', '{}')", 10000+n))
 		return nil
-	})})
-	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	}}})
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	e.assertSame(t, "items", itemCols)
 }
 
@@ -300,7 +300,7 @@ func TestFirstLoadStartsAgainWhenTheCopyWasEmptied(t *testing.T) {
 		t.Fatal("no first load in the state after the crash")
 	}
 	e.dst.Exec(t, "TRUNCATE copy")
-	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	if res.Rows != 3000 {
 		t.Fatalf("the run after the copy was emptied copied %d rows; want all 3000", res.Rows)
 	}
@@ -322,7 +322,7 @@ func TestResyncForgetsTheFirstLoad(t *testing.T) {
 	if st := e.state(t); st.FirstLoad != nil {
 		t.Fatalf("resync left the first load %+v", st.FirstLoad)
 	}
-	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	res := e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	if res.Rows != 3000 {
 		t.Fatalf("the run after resync read %d rows; want all 3000", res.Rows)
 	}

@@ -186,6 +186,20 @@ func begin(t *testing.T, dbURL string) *session {
 	return s
 }
 
+// clockPast waits until the source's clock has passed at, so that the rows
+// the next statement stamps with now() are stamped after it: the test
+// waits for what the bound compares, not for a guessed time.
+func (f *fixture) clockPast(t *testing.T, at time.Time) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, "the source's clock to pass "+at.Format(time.RFC3339Nano), func() bool {
+		var past bool
+		if err := f.db.Pool.QueryRow(context.Background(), "SELECT clock_timestamp() > $1", at).Scan(&past); err != nil {
+			t.Fatal(err)
+		}
+		return past
+	})
+}
+
 func (s *session) exec(t *testing.T, sql string) {
 	t.Helper()
 	if _, err := s.conn.Exec(context.Background(), sql); err != nil {

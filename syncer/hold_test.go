@@ -36,9 +36,10 @@ func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
 	open.exec(t, "SELECT count(*) FROM src")
 	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'after its start' FROM generate_series(11, 15) g`)
 	f.db.Exec(t, fmt.Sprintf(`INSERT INTO src (id, updated_at, v) SELECT g, '%s'::timestamptz - interval '1 minute' + g * interval '1 ms', 'before its start' FROM generate_series(16, 18) g`, open.since.Format(time.RFC3339Nano)))
-	// The transaction's age is what the warning is about: let the clock
-	// pass the threshold.
-	time.Sleep(holdWarn + 100*time.Millisecond)
+	// The transaction's age is what the warning is about, and status
+	// names a holder only past the same default threshold, a constant:
+	// wait until the source's clock says it is that old.
+	f.clockPast(t, open.since.Add(holdWarn))
 
 	res := f.run(t, c)
 	if res.Holder.PID != open.pid || !res.Holder.Since.Equal(open.since) || !res.Bound.Equal(open.since) {
@@ -191,9 +192,7 @@ func TestRoleWithoutStatsPrivilege(t *testing.T) {
 	// A superuser session's open transaction is invisible to this role.
 	late := begin(t, f.db.URL)
 	late.exec(t, `UPDATE src SET v = 'late', updated_at = now() WHERE id = 1`)
-	// Let the clock pass its start: the rows committed next are stamped
-	// after it.
-	time.Sleep(10 * time.Millisecond)
+	f.clockPast(t, late.since) // the rows committed next are stamped after its start
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = now() WHERE id IN (2, 3)`)
 	res := f.run(t, c)
 	if !res.BoundBlind || res.Holder.PID != 0 {

@@ -199,12 +199,12 @@ func TestCrashMidRunKeepsLookbackSafe(t *testing.T) {
 	}
 	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT 100 + g, clock_timestamp(), 'new' FROM generate_series(1, 50) g`)
 	crash := errors.New("injected crash")
-	_, err := f.runErr(syncer.Options{Config: c, AfterCommit: func(p int64) error {
-		if p == 4 {
+	_, err := f.runErr(syncer.Options{Config: c, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 4 {
 			return crash
 		}
 		return nil
-	}})
+	}}})
 	if !errors.Is(err, crash) {
 		t.Fatalf("run error %v, want the injected crash", err)
 	}

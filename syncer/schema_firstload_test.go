@@ -20,7 +20,7 @@ func TestColumnAddedDuringFirstLoadIsFilled(t *testing.T) {
 	}
 	e.src.Exec(t, `ALTER TABLE items ADD COLUMN tier text NOT NULL DEFAULT 'gold'`)
 	e.src.Exec(t, `UPDATE items SET tier = 'silver' WHERE id % 7 = 0`)
-	e.run(t, c, syncer.Options{FirstLoad: loadOpts(nil)})
+	e.run(t, c, syncer.Options{FirstLoad: loadOpts()})
 	e.assertSame(t, "items", itemCols+", tier")
 	st := e.state(t)
 	if st.FirstLoad != nil || st.Cursor == nil || st.Backfill != nil {

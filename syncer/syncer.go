@@ -35,10 +35,6 @@ type Options struct {
 	// Stop, when closed, ends the run before its next page; the page in
 	// flight still commits and its watermark is still written.
 	Stop <-chan struct{}
-	// AfterCommit, when set, is called after a page has committed in the
-	// sink and before its watermark is written. Tests use it to inject a
-	// crash at the worst moment.
-	AfterCommit func(pageNo int64) error
 	// OnPage, when set, is called after each page's watermark is written
 	// (metrics use it to show progress during a long run).
 	OnPage func(PageStats)
@@ -61,9 +57,9 @@ type Options struct {
 	// must have been open for the run to log it as a warning rather than
 	// at debug level (DefaultHoldWarnAfter when zero).
 	HoldWarnAfter time.Duration
-	// Test, nil in production, lets a test act at moments inside a run
-	// that no callback above reaches (inside a page's transaction).
-	Test *plan.TestSignals
+	// Test, zero in production, lets a test act at moments inside a run
+	// (see TestSignals).
+	Test TestSignals
 	// QuietIdle logs an incremental run (one that starts from a
 	// watermark) that changes nothing in the copy (it may read rows of the
 	// lookback window again, but writes none) at debug level: its "run
@@ -333,7 +329,7 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 // campaign's lives on the plan's sink session), then the plan's before
 // hook.
 func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
-	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test})
+	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test.Plan})
 	if err != nil {
 		return err
 	}
@@ -444,10 +440,8 @@ func (r *runner) loop(ctx context.Context) error {
 		r.res.Rows += int64(p.Len())
 		r.res.Written += ar.Written
 		r.res.Deleted += ar.Deleted
-		if r.o.AfterCommit != nil {
-			if err := r.o.AfterCommit(r.res.Pages); err != nil {
-				return err // the pages before this one keep their watermark
-			}
+		if err := r.o.Test.AfterCommit.Fire(ctx, Commit{Source: r.c.Name, Page: r.res.Pages}); err != nil {
+			return err // the pages before this one keep their watermark
 		}
 		if err := r.wm.committed(p, r.res.Pages, ar, !behind); err != nil {
 			r.keepMarks = true

@@ -82,15 +82,15 @@ func TestWritesBetweenPagesConverge(t *testing.T) {
 	e.src.Exec(t, ordersDDL)
 	e.src.Exec(t, `INSERT INTO orders SELECT g, now() - interval '1 hour' + g * interval '1 millisecond', 'o' || g, g FROM generate_series(1, 2000) g`)
 	ctx := context.Background()
-	write := func(pageNo int64) error {
+	write := func(_ context.Context, at syncer.Commit) error {
 		// Update rows already read, rows not yet read, and insert new ones.
 		for _, q := range []struct {
 			sql  string
 			args []any
 		}{
-			{"UPDATE orders SET updated_at = clock_timestamp(), name = name || '+' WHERE id IN ($1, $2, $3)", []any{pageNo, pageNo*37%2000 + 1, 2000 - pageNo}},
-			{"INSERT INTO orders SELECT 10000 + $1::bigint, clock_timestamp(), 'new', 1", []any{pageNo}},
-			{"INSERT INTO orders SELECT 20000 + $1::bigint, now() - interval '10 minutes', 'late', 1", []any{pageNo}},
+			{"UPDATE orders SET updated_at = clock_timestamp(), name = name || '+' WHERE id IN ($1, $2, $3)", []any{at.Page, at.Page*37%2000 + 1, 2000 - at.Page}},
+			{"INSERT INTO orders SELECT 10000 + $1::bigint, clock_timestamp(), 'new', 1", []any{at.Page}},
+			{"INSERT INTO orders SELECT 20000 + $1::bigint, now() - interval '10 minutes', 'late', 1", []any{at.Page}},
 		} {
 			if _, err := e.src.Pool.Exec(ctx, q.sql, q.args...); err != nil {
 				return err
@@ -99,7 +99,7 @@ func TestWritesBetweenPagesConverge(t *testing.T) {
 		return nil
 	}
 	c := e.config(t, "public.orders", 100, "")
-	e.run(t, c, syncer.Options{AfterCommit: write})
+	e.run(t, c, syncer.Options{Test: syncer.TestSignals{AfterCommit: write}})
 	// Rows stamped behind the watermark (an application clock behind) are
 	// the lookback's job: a run with a lookback covering them converges.
 	c.Source.Lookback.Duration = 20 * 60 * 1e9
@@ -122,12 +122,12 @@ func TestCrashBetweenCommitAndWatermark(t *testing.T) {
 	e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + (g / 3) * interval '1 second', 'o' || g, g FROM generate_series(1, 1000) g`)
 	c := e.config(t, "public.orders", 100, "")
 	crash := errors.New("injected crash")
-	_, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: e.store, AfterCommit: func(p int64) error {
-		if p == 4 {
+	_, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: e.store, Test: syncer.TestSignals{AfterCommit: func(_ context.Context, at syncer.Commit) error {
+		if at.Page == 4 {
 			return crash
 		}
 		return nil
-	}})
+	}}})
 	if !errors.Is(err, crash) {
 		t.Fatalf("run error %v, want the injected crash", err)
 	}
@@ -147,7 +147,9 @@ func TestCrashBetweenCommitAndWatermark(t *testing.T) {
 	e.assertSame(t, "orders", "t.*")
 }
 
-// Every type the issue lists round-trips exactly, NULLs included.
+// Every column type of the table below (numbers, text, JSON, arrays, bytea,
+// times, uuid, floats, boolean, interval) round-trips exactly, with its
+// edge values (NaN, infinities, empty, NULL-looking text) and NULLs.
 func TestTypesRoundTrip(t *testing.T) {
 	e := newEnv(t)
 	e.src.Exec(t, `CREATE TABLE typed (

@@ -27,9 +27,9 @@ func TestWriterNamedLikeSyncdHoldsBound(t *testing.T) {
 	f.run(t, c)
 
 	late := begin(t, f.db.URL+"&application_name="+pgutil.AppName)
-	// Let the clock pass its start: the rows committed next are stamped
-	// after it, which is what the bound must hold back.
-	time.Sleep(10 * time.Millisecond)
+	// The rows committed next are stamped after its start, which is what
+	// the bound must hold back.
+	f.clockPast(t, late.since)
 	f.db.Exec(t, `UPDATE src SET v = 'early', updated_at = DEFAULT WHERE id IN (2, 3)`)
 	held := f.run(t, c)
 	if held.Holder.PID != late.pid || held.Rows != 0 {
@@ -100,9 +100,12 @@ func TestHoldWarnedOncePerCause(t *testing.T) {
 	c := f.config(t, f.db.URL, "lookback: 0s")
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	// Any transaction open when a run starts is old enough to warn about:
+	// the threshold is what the test sets, so no clock has to pass it.
+	const warnAfter = time.Microsecond
 	run := func() {
 		t.Helper()
-		if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log, HoldWarnAfter: holdWarn}); err != nil {
+		if _, err := syncer.Run(context.Background(), syncer.Options{Config: c, Store: f.store, Logger: log, HoldWarnAfter: warnAfter}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,9 +115,6 @@ func TestHoldWarnedOncePerCause(t *testing.T) {
 		pids = append(pids, open.pid)
 		open.exec(t, "SELECT 1")
 		f.db.Exec(t, `INSERT INTO src (id, v) SELECT coalesce(max(id), 0) + 1, 'x' FROM src`)
-		// Let the clock pass the warning threshold: the transaction's age
-		// is what decides the warning.
-		time.Sleep(holdWarn + 50*time.Millisecond)
 		for range 4 {
 			run()
 		}

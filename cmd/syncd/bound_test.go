@@ -45,39 +45,39 @@ func TestBinaryReportsHeldBackBound(t *testing.T) {
 		return old
 	})
 
-	r := syncd(t, env, "run", "--config", cfg, "--once")
-	if r.code != 0 {
-		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	r := bin.Run(t, env, "run", "--config", cfg, "--once")
+	if r.Code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.Code, r.Stderr)
 	}
 	reported := false
-	for _, e := range testutil.ParseLines(r.stderr) {
+	for _, e := range testutil.ParseLines(r.Stderr) {
 		reported = reported || strings.HasPrefix(e.Msg(), "bound held back by a transaction open since") && e.Match("", "pid", pid)
 	}
 	if !reported {
-		t.Fatalf("run --once does not report the held-back bound with pid %d:\n%s", pid, r.stderr)
+		t.Fatalf("run --once does not report the held-back bound with pid %d:\n%s", pid, r.Stderr)
 	}
 	if got := count(t, dst, "SELECT count(*) FROM orders_copy"); got != 1000 {
 		t.Fatalf("copy has %d rows while held, want the 1000 rows older than the open transaction", got)
 	}
-	r = syncd(t, env, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, fmt.Sprintf("orders: bound held back by pid %d", pid)) {
-		t.Fatalf("status exited %d and does not name pid %d:\n%s%s", r.code, pid, r.stdout, r.stderr)
+	r = bin.Run(t, env, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, fmt.Sprintf("orders: bound held back by pid %d", pid)) {
+		t.Fatalf("status exited %d and does not name pid %d:\n%s%s", r.Code, pid, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, env, "status", "--config", cfg, "--json")
-	if !strings.Contains(r.stdout, fmt.Sprintf(`"bound_holder_pid": %d`, pid)) || !strings.Contains(r.stdout, `"newest_row_age_seconds"`) {
-		t.Fatalf("status --json lacks the holder and the newest row age:\n%s", r.stdout)
+	r = bin.Run(t, env, "status", "--config", cfg, "--json")
+	if !strings.Contains(r.Stdout, fmt.Sprintf(`"bound_holder_pid": %d`, pid)) || !strings.Contains(r.Stdout, `"newest_row_age_seconds"`) {
+		t.Fatalf("status --json lacks the holder and the newest row age:\n%s", r.Stdout)
 	}
 
 	if _, err := open.Exec(ctx, "COMMIT"); err != nil {
 		t.Fatal(err)
 	}
-	if r = syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after the transaction ended exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after the transaction ended exited %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatal("copy differs from the source after the transaction ended")
 	}
-	if r = syncd(t, env, "status", "--config", cfg); strings.Contains(r.stdout, "held back") {
-		t.Fatalf("status still names a holder:\n%s", r.stdout)
+	if r = bin.Run(t, env, "status", "--config", cfg); strings.Contains(r.Stdout, "held back") {
+		t.Fatalf("status still names a holder:\n%s", r.Stdout)
 	}
 }

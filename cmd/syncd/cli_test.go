@@ -26,56 +26,56 @@ var commandNames = []string{"run", "resync", "status", "validate", "reconcile", 
 // exit 0; the completion scripts are valid shell.
 func TestVersionHelpCompletion(t *testing.T) {
 	for _, args := range [][]string{{"--version"}, {"version"}} {
-		if r := syncd(t, nil, args...); r.code != 0 || !strings.HasPrefix(r.stdout, "syncd ") || r.stderr != "" {
-			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.code, r.stdout, r.stderr)
+		if r := bin.Run(t, nil, args...); r.Code != 0 || !strings.HasPrefix(r.Stdout, "syncd ") || r.Stderr != "" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	for _, cmd := range commandNames {
-		long := syncd(t, nil, cmd, "--help")
-		if long.code != 0 || !strings.HasPrefix(long.stdout, "Usage: syncd "+cmd) || long.stderr != "" {
-			t.Fatalf("%s --help: exit %d, stdout %q, stderr %q", cmd, long.code, long.stdout, long.stderr)
+		long := bin.Run(t, nil, cmd, "--help")
+		if long.Code != 0 || !strings.HasPrefix(long.Stdout, "Usage: syncd "+cmd) || long.Stderr != "" {
+			t.Fatalf("%s --help: exit %d, stdout %q, stderr %q", cmd, long.Code, long.Stdout, long.Stderr)
 		}
 		for _, args := range [][]string{{cmd, "-h"}, {"help", cmd}} {
-			if r := syncd(t, nil, args...); r.code != 0 || r.stdout != long.stdout || r.stderr != "" {
-				t.Fatalf("%v: exit %d, stdout differs from %s --help: %q", args, r.code, cmd, r.stdout)
+			if r := bin.Run(t, nil, args...); r.Code != 0 || r.Stdout != long.Stdout || r.Stderr != "" {
+				t.Fatalf("%v: exit %d, stdout differs from %s --help: %q", args, r.Code, cmd, r.Stdout)
 			}
 		}
 	}
-	if r := syncd(t, nil, "run", "--bogus"); r.code != 2 || r.stdout != "" || !strings.Contains(r.stderr, "syncd run --help") {
-		t.Fatalf("bad flag: exit %d, stdout %q, stderr %q; want 2, one line on stderr", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "run", "--bogus"); r.Code != 2 || r.Stdout != "" || !strings.Contains(r.Stderr, "syncd run --help") {
+		t.Fatalf("bad flag: exit %d, stdout %q, stderr %q; want 2, one line on stderr", r.Code, r.Stdout, r.Stderr)
 	}
-	bash := syncd(t, nil, "completion", "bash")
-	if bash.code != 0 || !strings.Contains(bash.stdout, "complete -F _syncd syncd") || !strings.Contains(bash.stdout, "--from-start") {
-		t.Fatalf("completion bash: exit %d\n%s", bash.code, bash.stdout)
+	bash := bin.Run(t, nil, "completion", "bash")
+	if bash.Code != 0 || !strings.Contains(bash.Stdout, "complete -F _syncd syncd") || !strings.Contains(bash.Stdout, "--from-start") {
+		t.Fatalf("completion bash: exit %d\n%s", bash.Code, bash.Stdout)
 	}
 	check := exec.Command("bash", "-n")
-	check.Stdin = strings.NewReader(bash.stdout)
+	check.Stdin = strings.NewReader(bash.Stdout)
 	if out, err := check.CombinedOutput(); err != nil {
 		t.Fatalf("bash -n on the completion script: %v\n%s", err, out)
 	}
 	// Completing "syncd resync --fr" offers --from and --from-start.
-	probe := exec.Command("bash", "-c", bash.stdout+"\nCOMP_WORDS=(syncd resync --fr); COMP_CWORD=2; _syncd; echo \"${COMPREPLY[*]}\"")
+	probe := exec.Command("bash", "-c", bash.Stdout+"\nCOMP_WORDS=(syncd resync --fr); COMP_CWORD=2; _syncd; echo \"${COMPREPLY[*]}\"")
 	if out, err := probe.Output(); err != nil || strings.TrimSpace(string(out)) != "--from --from-start" {
 		t.Fatalf("bash completion of 'syncd resync --fr': %q, %v", out, err)
 	}
 	for _, sh := range []string{"zsh", "fish"} {
-		if r := syncd(t, nil, "completion", sh); r.code != 0 || !strings.Contains(r.stdout, "syncd") {
-			t.Fatalf("completion %s: exit %d %q", sh, r.code, r.stderr)
+		if r := bin.Run(t, nil, "completion", sh); r.Code != 0 || !strings.Contains(r.Stdout, "syncd") {
+			t.Fatalf("completion %s: exit %d %q", sh, r.Code, r.Stderr)
 		}
 		if path, err := exec.LookPath(sh); err == nil {
-			r := syncd(t, nil, "completion", sh)
+			r := bin.Run(t, nil, "completion", sh)
 			c := exec.Command(path, "-n")
 			if sh == "fish" {
 				c = exec.Command(path, "--no-execute")
 			}
-			c.Stdin = strings.NewReader(r.stdout)
+			c.Stdin = strings.NewReader(r.Stdout)
 			if out, err := c.CombinedOutput(); err != nil {
 				t.Fatalf("%s does not parse its completion script: %v\n%s", sh, err, out)
 			}
 		}
 	}
-	if r := syncd(t, nil, "completion", "tcsh"); r.code != 2 {
-		t.Fatalf("completion tcsh: exit %d, want 2", r.code)
+	if r := bin.Run(t, nil, "completion", "tcsh"); r.Code != 2 {
+		t.Fatalf("completion tcsh: exit %d, want 2", r.Code)
 	}
 }
 
@@ -101,9 +101,9 @@ func TestCLIReference(t *testing.T) {
 	}
 	for _, m := range blocks {
 		args := strings.Fields(string(m[1]))
-		r := syncd(t, nil, args...)
-		if r.code != 0 || r.stdout != string(m[2]) {
-			t.Errorf("syncd %s: exit %d, and docs/CLI.md does not hold what it prints: run make docs\n%s", m[1], r.code, r.stdout)
+		r := bin.Run(t, nil, args...)
+		if r.Code != 0 || r.Stdout != string(m[2]) {
+			t.Errorf("syncd %s: exit %d, and docs/CLI.md does not hold what it prints: run make docs\n%s", m[1], r.Code, r.Stdout)
 		}
 	}
 }
@@ -140,21 +140,21 @@ func TestLogFormatAndLevel(t *testing.T) {
 		return kind
 	}
 
-	r := syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state)
-	if r.code != 0 || format(r.stderr) != "text" {
-		t.Fatalf("SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
+	r := bin.Run(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state)
+	if r.Code != 0 || format(r.Stderr) != "text" {
+		t.Fatalf("SYNCD_LOG_FORMAT=text: exit %d\n%s", r.Code, r.Stderr)
 	}
-	r = syncd(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
-	if r.code != 0 || format(r.stderr) != "json" {
-		t.Fatalf("--log-format json over SYNCD_LOG_FORMAT=text: exit %d\n%s", r.code, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_LOG_FORMAT=text"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
+	if r.Code != 0 || format(r.Stderr) != "json" {
+		t.Fatalf("--log-format json over SYNCD_LOG_FORMAT=text: exit %d\n%s", r.Code, r.Stderr)
 	}
-	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
-	if r.code != 0 || countLevel(r.stderr, "INFO") != 0 {
-		t.Fatalf("SYNCD_LOG_LEVEL=warn still logs INFO: exit %d\n%s", r.code, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json")
+	if r.Code != 0 || countLevel(r.Stderr, "INFO") != 0 {
+		t.Fatalf("SYNCD_LOG_LEVEL=warn still logs INFO: exit %d\n%s", r.Code, r.Stderr)
 	}
-	r = syncd(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json", "--log-level", "info")
-	if r.code != 0 || countLevel(r.stderr, "INFO") == 0 {
-		t.Fatalf("--log-level info over SYNCD_LOG_LEVEL=warn: exit %d\n%s", r.code, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_LOG_LEVEL=warn"}, "run", "--once", "--config", cfg, "--state", state, "--log-format", "json", "--log-level", "info")
+	if r.Code != 0 || countLevel(r.Stderr, "INFO") == 0 {
+		t.Fatalf("--log-level info over SYNCD_LOG_LEVEL=warn: exit %d\n%s", r.Code, r.Stderr)
 	}
 	for _, c := range []struct {
 		env  []string
@@ -167,9 +167,9 @@ func TestLogFormatAndLevel(t *testing.T) {
 		{nil, []string{"--log-level", "trace"}, `log level "trace"`},
 	} {
 		bad := filepath.Join(dir, "bad.db")
-		r := syncd(t, c.env, append([]string{"run", "--once", "--config", cfg, "--state", bad}, c.args...)...)
-		if r.code != 2 || !strings.Contains(r.stderr, c.want) {
-			t.Fatalf("%v %v: exit %d, want 2 naming %s\n%s", c.env, c.args, r.code, c.want, r.stderr)
+		r := bin.Run(t, c.env, append([]string{"run", "--once", "--config", cfg, "--state", bad}, c.args...)...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, c.want) {
+			t.Fatalf("%v %v: exit %d, want 2 naming %s\n%s", c.env, c.args, r.Code, c.want, r.Stderr)
 		}
 		if _, err := os.Stat(bad); !os.IsNotExist(err) {
 			t.Fatalf("%v %v: a bad log setting created the state file", c.env, c.args)
@@ -204,33 +204,33 @@ func TestReadOnlyCommandsNeedNoDSNAndCreateNoStateFile(t *testing.T) {
 		{"status", "--json", "--config", cfg, "--state", missing},
 		{"reconcile", "--config", cfg, "--state", missing, "--source", "orders"},
 	} {
-		r := syncd(t, dsns, args...)
-		if r.code != 2 || !strings.Contains(r.stderr, "no state file at "+missing) || !strings.Contains(r.stderr, "syncd run") {
-			t.Fatalf("%v: exit %d, want 2 naming %s\n%s", args, r.code, missing, r.stderr)
+		r := bin.Run(t, dsns, args...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "no state file at "+missing) || !strings.Contains(r.Stderr, "syncd run") {
+			t.Fatalf("%v: exit %d, want 2 naming %s\n%s", args, r.Code, missing, r.Stderr)
 		}
 		if _, err := os.Stat(missing); !os.IsNotExist(err) {
 			t.Fatalf("%v created the state file", args)
 		}
 	}
-	if r := syncd(t, dsns, "validate", "--config", cfg); r.code != 0 {
-		t.Fatalf("validate: exit %d\n%s", r.code, r.stderr)
+	if r := bin.Run(t, dsns, "validate", "--config", cfg); r.Code != 0 {
+		t.Fatalf("validate: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if _, err := os.Stat("syncd.db"); !os.IsNotExist(err) {
 		t.Fatal("validate created ./syncd.db")
 	}
 
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, dsns, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	if r := bin.Run(t, dsns, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	before, err := os.ReadFile(state)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// No DSN variable set: status still reads the state file.
-	r := syncd(t, nil, "status", "--config", cfg, "--state", state)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders") || !strings.Contains(r.stdout, "1000") {
-		t.Fatalf("status without DSN variables: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, nil, "status", "--config", cfg, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders") || !strings.Contains(r.Stdout, "1000") {
+		t.Fatalf("status without DSN variables: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	after, err := os.ReadFile(state)
 	if err != nil {
@@ -241,9 +241,9 @@ func TestReadOnlyCommandsNeedNoDSNAndCreateNoStateFile(t *testing.T) {
 	}
 	// reconcile records its outcome, and only that: the watermark stays.
 	stBefore := readState(t, state, "orders")
-	r = syncd(t, dsns, "reconcile", "--config", cfg, "--state", state, "--source", "orders")
-	if r.code != 0 || !strings.Contains(r.stdout, "\nplan: checksums\n") {
-		t.Fatalf("reconcile: exit %d, want 0 and its plan\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, dsns, "reconcile", "--config", cfg, "--state", state, "--source", "orders")
+	if r.Code != 0 || !strings.Contains(r.Stdout, "\nplan: checksums\n") {
+		t.Fatalf("reconcile: exit %d, want 0 and its plan\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	stAfter := readState(t, state, "orders")
 	if !slices.Equal(stAfter.Cursor, stBefore.Cursor) || stAfter.LastCleanReconcile.IsZero() || stAfter.LastReconcile == nil {
@@ -268,11 +268,11 @@ func TestRunErrorNamesSourceAndKey(t *testing.T) {
 	src, dst := setupOrders(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  where: \"nope = 1\""))
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 	want := "syncd run: source orders: " + filepath.Join(dir, "orders.yaml") + ":8: source.where: "
-	if r.code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], `column "nope" does not exist`) {
-		t.Fatalf("bad where: exit %d, stderr:\n%s\nwant one line starting %q", r.code, r.stderr, want)
+	if r.Code != 1 || len(lines) != 1 || !strings.HasPrefix(lines[0], want) || !strings.Contains(lines[0], `column "nope" does not exist`) {
+		t.Fatalf("bad where: exit %d, stderr:\n%s\nwant one line starting %q", r.Code, r.Stderr, want)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'orders_copy'"); n == 1 {
 		if rows := count(t, dst, "SELECT count(*) FROM orders_copy"); rows != 0 {
@@ -308,9 +308,9 @@ func TestValidateNamesWhereKey(t *testing.T) {
 	src, dst := setupOrders(t)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  where: \"id >\""))
-	r := syncd(t, nil, "validate", "--config", cfg)
+	r := bin.Run(t, nil, "validate", "--config", cfg)
 	want := "syncd validate: source orders: " + filepath.Join(dir, "orders.yaml") + ":8: source.where: "
-	if r.code != 1 || !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, "syntax error") {
-		t.Fatalf("validate with a bad where: exit %d, stderr %q, want it to start with %q", r.code, r.stderr, want)
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, want) || !strings.Contains(r.Stderr, "syntax error") {
+		t.Fatalf("validate with a bad where: exit %d, stderr %q, want it to start with %q", r.Code, r.Stderr, want)
 	}
 }

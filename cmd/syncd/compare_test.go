@@ -41,9 +41,9 @@ func sameRows(t *testing.T, src, dst *pgtest.DB, table string) {
 // the run did in compare mode.
 func runCompare(t *testing.T, env []string, cfg, state, name string) watermark.CompareResult {
 	t.Helper()
-	r := syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	st := readState(t, state, name)
 	if st.Mode != watermark.ModeCompare || st.LastCompare == nil || st.LastStatus != "ok" {
@@ -66,9 +66,9 @@ func TestCompareModePlainSource(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_STATE=" + state}
 
-	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "codes: ok (public.codes, 3 columns, compare mode: each run compares the whole table by key id and repairs the differences") {
-		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "codes: ok (public.codes, 3 columns, compare mode: each run compares the whole table by key id and repairs the differences") {
+		t.Fatalf("validate: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	first := runCompare(t, env, cfg, state, "codes")
@@ -100,16 +100,16 @@ func TestCompareModePlainSource(t *testing.T) {
 	// is refused (exit 2) and writes nothing.
 	other := writeConfig(t, t.TempDir(), "other.yaml", strings.Replace(fmt.Sprintf(compareConfig, src.URL, dst.URL), "name: codes", "name: others", 1))
 	src.Exec(t, `DELETE FROM codes WHERE id = 43`)
-	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(t.TempDir(), "other.db")}, "run", "--once", "--config", other)
-	if r.code != 2 || !strings.Contains(r.stderr, "the copy public.codes_copy is written by source codes") {
-		t.Fatalf("a second writer of the copy in compare mode: exit %d, want 2\n%s", r.code, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(t.TempDir(), "other.db")}, "run", "--once", "--config", other)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "the copy public.codes_copy is written by source codes") {
+		t.Fatalf("a second writer of the copy in compare mode: exit %d, want 2\n%s", r.Code, r.Stderr)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM codes_copy WHERE id = 43"); n != 1 {
 		t.Fatal("the refused second writer wrote to the copy")
 	}
 	src.Exec(t, `INSERT INTO codes VALUES (43, 'c43', 'label 43')`)
 
-	r = syncd(t, env, "status", "--json", "--config", cfg)
+	r = bin.Run(t, env, "status", "--json", "--config", cfg)
 	var out struct {
 		Sources []struct {
 			Name        string                   `json:"name"`
@@ -117,15 +117,15 @@ func TestCompareModePlainSource(t *testing.T) {
 			LastCompare *watermark.CompareResult `json:"last_compare"`
 		} `json:"sources"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 {
-		t.Fatalf("status --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &out); err != nil || r.Code != 0 {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	if len(out.Sources) != 1 || out.Sources[0].Mode != "compare" || out.Sources[0].LastCompare == nil {
-		t.Fatalf("status --json does not say the mode: %s", r.stdout)
+		t.Fatalf("status --json does not say the mode: %s", r.Stdout)
 	}
-	r = syncd(t, env, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "compare mode") {
-		t.Fatalf("status does not say the mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "compare mode") {
+		t.Fatalf("status does not say the mode: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -155,34 +155,34 @@ sink:
 
 	// Today's behaviour without mode: the table is skipped, with the hint.
 	cfg := writeConfig(t, dir, "shop.yaml", body)
-	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code == 0 || !strings.Contains(r.stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {audit_log: {cursor: [...]}}) (or set mode: auto to sync it in compare mode`) {
-		t.Fatalf("validate without mode: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code == 0 || !strings.Contains(r.Stdout, `shop.audit_log: skipped: source.cursor: column "updated_at" does not exist in public.audit_log (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {audit_log: {cursor: [...]}}) (or set mode: auto to sync it in compare mode`) {
+		t.Fatalf("validate without mode: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	cfg = writeConfig(t, dir, "shop.yaml", "mode: auto\n"+body)
-	r = syncd(t, env, "validate", "--config", cfg)
+	r = bin.Run(t, env, "validate", "--config", cfg)
 	for _, want := range []string{
 		"shop: pattern public.* matches 2 tables to sync: shop.audit_log (compare mode), shop.orders",
 		`shop.audit_log: ok (public.audit_log, 2 columns, compare mode: no usable cursor (column "updated_at" does not exist in public.audit_log); each run compares the whole table by key id and repairs the differences`,
 		"shop.orders: ok (public.orders, 3 columns, cursor updated_at, id,",
 	} {
-		if r.code != 0 || !strings.Contains(r.stdout, want) {
-			t.Fatalf("validate with mode: auto: exit %d, stdout lacks %q\n%s%s", r.code, want, r.stdout, r.stderr)
+		if r.Code != 0 || !strings.Contains(r.Stdout, want) {
+			t.Fatalf("validate with mode: auto: exit %d, stdout lacks %q\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 		}
 	}
-	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	sameRows(t, src, dst, "orders")
 	sameRows(t, src, dst, "audit_log")
 	src.Exec(t, `INSERT INTO audit_log VALUES (61, 'late')`)
 	src.Exec(t, `DELETE FROM audit_log WHERE id < 3`)
 	src.Exec(t, `UPDATE audit_log SET what = 'edited' WHERE id = 10`)
-	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("second run --once: exit %d\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("second run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	sameRows(t, src, dst, "audit_log")
 	st := readState(t, state, "shop.audit_log")
@@ -208,11 +208,11 @@ func TestCompareModeDaemon(t *testing.T) {
 	addr := testutil.FreeAddr(t)
 	d := bin.Start(t, nil, "run", "--config", cfg, "--state", state, "--listen", addr)
 	counter := func(name string) float64 {
-		mfs, err := tryScrape(addr)
+		mfs, err := testutil.TryScrape(addr)
 		if err != nil {
 			return -1
 		}
-		v, _ := sample(mfs, name, map[string]string{"source": "codes"})
+		v, _ := mfs.Value(name, map[string]string{"source": "codes"})
 		return v
 	}
 	waitFor(t, 30*time.Second, "the first run's 300 rows written", func() bool { return counter("syncd_rows_written_total") == 300 })
@@ -228,12 +228,12 @@ func TestCompareModeDaemon(t *testing.T) {
 	sameRows(t, src, dst, "codes")
 
 	env := []string{"SYNCD_STATE=" + state}
-	r := syncd(t, env, "reconcile", "--config", cfg, "--source", "codes")
-	if r.code != 0 {
-		t.Fatalf("reconcile of a compare-mode source: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "reconcile", "--config", cfg, "--source", "codes")
+	if r.Code != 0 {
+		t.Fatalf("reconcile of a compare-mode source: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, env, "resync", "--config", cfg, "--source", "codes", "--from-start")
-	if r.code != 2 || !strings.Contains(r.stderr, "is in compare mode") {
-		t.Fatalf("resync of a compare-mode source: exit %d, want 2\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "resync", "--config", cfg, "--source", "codes", "--from-start")
+	if r.Code != 2 || !strings.Contains(r.Stderr, "is in compare mode") {
+		t.Fatalf("resync of a compare-mode source: exit %d, want 2\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -14,13 +14,13 @@ import (
 // line on stderr holding every part of want.
 func validateLists(t *testing.T, cfg string, want ...string) {
 	t.Helper()
-	r := syncd(t, nil, "validate", "--config", cfg)
-	if r.code != 2 || strings.Contains(r.stdout, "ok") {
-		t.Fatalf("validate: exit %d, want 2 and no ok\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, nil, "validate", "--config", cfg)
+	if r.Code != 2 || strings.Contains(r.Stdout, "ok") {
+		t.Fatalf("validate: exit %d, want 2 and no ok\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 	if len(lines) != 1 {
-		t.Fatalf("validate: want one line on stderr, got %d:\n%s", len(lines), r.stderr)
+		t.Fatalf("validate: want one line on stderr, got %d:\n%s", len(lines), r.Stderr)
 	}
 	for _, w := range want {
 		if !strings.Contains(lines[0], w) {
@@ -58,13 +58,13 @@ CREATE TRIGGER audit AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE 
 		`ALTER TABLE "public"."items" DROP CONSTRAINT "items_parent"`,
 		`trigger "stamp" runs before each row syncd inserts, updates or deletes and can rewrite or drop it, so the copy differs from the source and reconcile never converges (ALTER TABLE "public"."items" DISABLE TRIGGER "stamp")`,
 		`check constraint "qty_small" (CHECK ((qty < 100))) of the copy is not in the source, so rows the source accepts are rejected (ALTER TABLE "public"."items" DROP CONSTRAINT "qty_small")`)
-	r := syncd(t, nil, "validate", "--config", cfg)
-	if strings.Contains(r.stderr, "items_qty_check") {
-		t.Errorf("validate reported the check the source has too: %s", r.stderr)
+	r := bin.Run(t, nil, "validate", "--config", cfg)
+	if strings.Contains(r.Stderr, "items_qty_check") {
+		t.Errorf("validate reported the check the source has too: %s", r.Stderr)
 	}
 	// An AFTER statement trigger (an audit log) leaves the rows as written.
-	if strings.Contains(r.stderr, `trigger "audit"`) {
-		t.Errorf("validate reported an AFTER statement trigger that cannot change the copy's rows: %s", r.stderr)
+	if strings.Contains(r.Stderr, `trigger "audit"`) {
+		t.Errorf("validate reported an AFTER statement trigger that cannot change the copy's rows: %s", r.Stderr)
 	}
 	refused(t, cfg, state, "sink.table", `foreign key "items_parent"`, `trigger "stamp"`, `check constraint "qty_small"`)
 	if n := count(t, dst, "SELECT count(*) FROM items"); n != 0 {
@@ -73,8 +73,8 @@ CREATE TRIGGER audit AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE 
 
 	dst.Exec(t, `ALTER TABLE items DROP CONSTRAINT items_parent; ALTER TABLE items DISABLE TRIGGER stamp; ALTER TABLE items DROP CONSTRAINT qty_small`)
 	for i := 0; i < 2; i++ {
-		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-			t.Fatalf("run after the fix: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			t.Fatalf("run after the fix: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 		}
 		if s, d := rowHashes(t, src, "items", "id"), rowHashes(t, dst, "items", "id"); s != d || !strings.HasPrefix(s, "300:") {
 			t.Fatalf("copy differs from the source:\nsource %.200s\ncopy   %.200s", s, d)
@@ -101,8 +101,8 @@ INSERT INTO film (id, updated_at, length) SELECT g, now(), g FROM generate_serie
 		`column "note" is NOT NULL in the copy and allows NULL in the source, so rows with NULL are rejected (ALTER TABLE "public"."film" ALTER COLUMN "note" DROP NOT NULL)`)
 	refused(t, cfg, filepath.Join(dir, "state.db"), `column "length_hours" is a generated column`)
 	dst.Exec(t, `ALTER TABLE film ALTER COLUMN length_hours DROP EXPRESSION; ALTER TABLE film ALTER COLUMN note DROP NOT NULL`)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.code != 0 {
-		t.Fatalf("run after the fix: exit %d\nstderr: %s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.Code != 0 {
+		t.Fatalf("run after the fix: exit %d\nstderr: %s", r.Code, r.Stderr)
 	}
 	if s, d := rowHashes(t, src, "film", "id"), rowHashes(t, dst, "film", "id"); s != d {
 		t.Fatalf("copy differs from the source:\nsource %s\ncopy   %s", s, d)
@@ -138,16 +138,16 @@ INSERT INTO film SELECT g, now(), 'PG', 2000 + g FROM generate_series(1, 10) g`)
 		`type "public"."year" differs in the sink: base type integer, source numeric(4,0), constraints [], source [CHECK ((VALUE >= (1901)::numeric))]`)
 
 	dst.Exec(t, "DROP DOMAIN year")
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db"))
-	if r.code != 1 || !strings.Contains(r.stderr, "permission denied for schema public") ||
-		!strings.Contains(r.stderr, `GRANT USAGE, CREATE ON SCHEMA "public" TO "`+role+`"`) {
-		t.Fatalf("run without CREATE: exit %d, want 1 with the grant\nstderr: %s", r.code, r.stderr)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db"))
+	if r.Code != 1 || !strings.Contains(r.Stderr, "permission denied for schema public") ||
+		!strings.Contains(r.Stderr, `GRANT USAGE, CREATE ON SCHEMA "public" TO "`+role+`"`) {
+		t.Fatalf("run without CREATE: exit %d, want 1 with the grant\nstderr: %s", r.Code, r.Stderr)
 	}
 
 	dst.Exec(t, "GRANT CREATE ON SCHEMA public TO "+role)
 	before := count(t, dst, objects)
-	if r := syncd(t, nil, "validate", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "film: ok") {
-		t.Fatalf("validate with CREATE: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "film: ok") {
+		t.Fatalf("validate with CREATE: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	if after := count(t, dst, objects); after != before {
 		t.Fatalf("validate left %d objects behind in the sink", after-before)
@@ -156,8 +156,8 @@ INSERT INTO film SELECT g, now(), 'PG', 2000 + g FROM generate_series(1, 10) g`)
 	if err := dst.Pool.QueryRow(t.Context(), types).Scan(&left); err != nil || left != nil {
 		t.Fatalf("validate left types behind: %v (%v)", left, err)
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.code != 0 {
-		t.Fatalf("run with CREATE: exit %d\nstderr: %s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.Code != 0 {
+		t.Fatalf("run with CREATE: exit %d\nstderr: %s", r.Code, r.Stderr)
 	}
 	if s, d := rowHashes(t, src, "film", "id"), rowHashes(t, dst, "film", "id"); s != d {
 		t.Fatalf("copy differs from the source:\nsource %s\ncopy   %s", s, d)
@@ -179,13 +179,13 @@ CREATE TABLE payment_p2 PARTITION OF payment FOR VALUES FROM (1001) TO (2001)`
 	src.Exec(t, fmt.Sprintf(rows, 1, 1500))
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "payment.yaml", tableConfig(src, dst, "payment", "payment_id"))
-	if r := syncd(t, nil, "validate", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "payment: ok") {
-		t.Fatalf("validate: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "payment: ok") {
+		t.Fatalf("validate: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	state := filepath.Join(dir, "state.db")
 	for _, n := range []int{1500, 2500} {
-		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-			t.Fatalf("run: exit %d\nstderr: %s", r.code, r.stderr)
+		if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			t.Fatalf("run: exit %d\nstderr: %s", r.Code, r.Stderr)
 		}
 		if s, d := rowHashes(t, src, "payment", "payment_id"), rowHashes(t, dst, "payment", "payment_id"); s != d || !strings.HasPrefix(s, fmt.Sprint(n, ":")) {
 			t.Fatalf("copy differs from the source (want %d rows):\nsource %.200s\ncopy   %.200s", n, s, d)

@@ -38,11 +38,11 @@ func TestUnsafeCursorRefused(t *testing.T) {
 			cfg := writeConfig(t, dir, tc.table+".yaml", conf(tc.table, tc.cursor, ""))
 			state := filepath.Join(dir, "state.db")
 			for _, args := range [][]string{{"validate", "--config", cfg}, {"run", "--once", "--config", cfg, "--state", state}} {
-				r := syncd(t, nil, args...)
-				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-				if r.code != 2 || len(lines) != 1 || !strings.Contains(lines[0], cfg+":5: source.cursor: first cursor column") || !strings.Contains(lines[0], tc.reason) ||
+				r := bin.Run(t, nil, args...)
+				lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
+				if r.Code != 2 || len(lines) != 1 || !strings.Contains(lines[0], cfg+":5: source.cursor: first cursor column") || !strings.Contains(lines[0], tc.reason) ||
 					!strings.Contains(lines[0], "skipped for good") || !strings.Contains(lines[0], "source.bound: off") {
-					t.Fatalf("%s: exit %d, stderr %q; want exit 2 and one line naming %s:5, source.cursor, %q and the fix", args[0], r.code, r.stderr, cfg, tc.reason)
+					t.Fatalf("%s: exit %d, stderr %q; want exit 2 and one line naming %s:5, source.cursor, %q and the fix", args[0], r.Code, r.Stderr, cfg, tc.reason)
 				}
 			}
 			if _, err := os.Stat(state); !os.IsNotExist(err) {
@@ -53,20 +53,20 @@ func TestUnsafeCursorRefused(t *testing.T) {
 			}
 			// bound: off opts out, with a warning that reconcile is what is left.
 			cfg = writeConfig(t, dir, tc.table+".yaml", conf(tc.table, tc.cursor, "  bound: off\n"))
-			r := syncd(t, nil, "validate", "--config", cfg)
-			if r.code != 0 || !strings.Contains(r.stdout, tc.table+": warning: source.bound is off and the first cursor column") || !strings.Contains(r.stdout, tc.reason) || !strings.Contains(r.stdout, "found only by syncd reconcile") {
-				t.Fatalf("validate with bound: off: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+			r := bin.Run(t, nil, "validate", "--config", cfg)
+			if r.Code != 0 || !strings.Contains(r.Stdout, tc.table+": warning: source.bound is off and the first cursor column") || !strings.Contains(r.Stdout, tc.reason) || !strings.Contains(r.Stdout, "found only by syncd reconcile") {
+				t.Fatalf("validate with bound: off: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 			}
 		})
 	}
 	for _, table := range []string{"serial", "ident"} {
 		dir := t.TempDir()
 		cfg := writeConfig(t, dir, table+".yaml", conf(table, "id", ""))
-		if r := syncd(t, nil, "validate", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, table+": ok") {
-			t.Fatalf("validate of a %s cursor: exit %d\n%s%s", table, r.code, r.stdout, r.stderr)
+		if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, table+": ok") {
+			t.Fatalf("validate of a %s cursor: exit %d\n%s%s", table, r.Code, r.Stdout, r.Stderr)
 		}
-		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.code != 0 {
-			t.Fatalf("run of a %s cursor: exit %d\n%s", table, r.code, r.stderr)
+		if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")); r.Code != 0 {
+			t.Fatalf("run of a %s cursor: exit %d\n%s", table, r.Code, r.Stderr)
 		}
 		if got, want := rowsText(t, dst, table+"_copy"), rowsText(t, src, table); got != want {
 			t.Fatalf("%s copy %q, want %q", table, got, want)

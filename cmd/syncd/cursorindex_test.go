@@ -36,10 +36,10 @@ func TestCursorIndexAdvice(t *testing.T) {
 	src.Exec(t, "ANALYZE orders")
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
-	if w := indexWarningLines(r.stderr, "orders"); r.code != 0 || len(w) != 1 || w[0].Level() != "WARN" ||
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	if w := indexWarningLines(r.Stderr, "orders"); r.Code != 0 || len(w) != 1 || w[0].Level() != "WARN" ||
 		w[0].Text("create") != `CREATE INDEX ON "public"."orders" ("updated_at", "id")` {
-		t.Fatalf("run --once without the index: exit %d, want one warning with the CREATE INDEX:\n%s", r.code, r.stderr)
+		t.Fatalf("run --once without the index: exit %d, want one warning with the CREATE INDEX:\n%s", r.Code, r.Stderr)
 	}
 
 	// Never ANALYZEd, empty, with the index: the planner sorts (the old
@@ -55,13 +55,13 @@ func TestCursorIndexAdvice(t *testing.T) {
 	}
 	fresh := writeConfig(t, dir, "fresh.yaml", strings.NewReplacer("name: orders", "name: fresh", "public.orders", "public.fresh", "orders_copy", "fresh_copy",
 		"page_size: 50", "page_size: 1000").Replace(orders(t, src, dst, "")))
-	r = syncd(t, nil, "validate", "--config", fresh)
-	if r.code != 0 || strings.Contains(r.stdout, "warning: the page query") || !strings.Contains(r.stdout, "fresh: ok") {
-		t.Fatalf("validate of a never-ANALYZEd table with the index: exit %d, want ok without index advice\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, nil, "validate", "--config", fresh)
+	if r.Code != 0 || strings.Contains(r.Stdout, "warning: the page query") || !strings.Contains(r.Stdout, "fresh: ok") {
+		t.Fatalf("validate of a never-ANALYZEd table with the index: exit %d, want ok without index advice\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, nil, "run", "--once", "--config", fresh, "--state", filepath.Join(dir, "fresh.db"))
-	if r.code != 0 || indexWarnings(r.stderr, "fresh") != 0 {
-		t.Fatalf("run --once of a never-ANALYZEd table with the index: exit %d, want no index warning:\n%s", r.code, r.stderr)
+	r = bin.Run(t, nil, "run", "--once", "--config", fresh, "--state", filepath.Join(dir, "fresh.db"))
+	if r.Code != 0 || indexWarnings(r.Stderr, "fresh") != 0 {
+		t.Fatalf("run --once of a never-ANALYZEd table with the index: exit %d, want no index warning:\n%s", r.Code, r.Stderr)
 	}
 
 	// ANALYZEd at 20 rows, grown to 20,000 since: the plan sorts although
@@ -73,14 +73,14 @@ func TestCursorIndexAdvice(t *testing.T) {
 	src.Exec(t, `INSERT INTO grown SELECT g, '2026-10-01'::timestamptz + random() * interval '1 day', 'g' FROM generate_series(21, 20000) g`)
 	grown := writeConfig(t, dir, "grown.yaml", strings.NewReplacer("name: orders", "name: grown", "public.orders", "public.grown", "orders_copy", "grown_copy",
 		"page_size: 50", "page_size: 1000").Replace(orders(t, src, dst, "")))
-	r = syncd(t, nil, "validate", "--config", grown)
-	if r.code != 0 || !strings.Contains(r.stdout, "although index grown_updated_at_id_idx has the cursor columns first") ||
-		!strings.Contains(r.stdout, `run ANALYZE "public"."grown"`) || strings.Contains(r.stdout, "create an index") {
-		t.Fatalf("validate with the index and stale statistics: exit %d, want the ANALYZE advice only\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, nil, "validate", "--config", grown)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "although index grown_updated_at_id_idx has the cursor columns first") ||
+		!strings.Contains(r.Stdout, `run ANALYZE "public"."grown"`) || strings.Contains(r.Stdout, "create an index") {
+		t.Fatalf("validate with the index and stale statistics: exit %d, want the ANALYZE advice only\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, nil, "run", "--once", "--config", grown, "--state", filepath.Join(dir, "grown.db"))
-	if r.code != 0 || indexWarnings(r.stderr, "grown") != 0 {
-		t.Fatalf("run --once with the index: exit %d, want no index warning:\n%s", r.code, r.stderr)
+	r = bin.Run(t, nil, "run", "--once", "--config", grown, "--state", filepath.Join(dir, "grown.db"))
+	if r.Code != 0 || indexWarnings(r.Stderr, "grown") != 0 {
+		t.Fatalf("run --once with the index: exit %d, want no index warning:\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -111,10 +111,10 @@ func TestCursorIndexFromCatalog(t *testing.T) {
 	} {
 		src.Exec(t, "DROP INDEX IF EXISTS ix")
 		src.Exec(t, tc.index)
-		r := syncd(t, nil, "validate", "--config", tc.cfg)
-		warned := strings.Contains(r.stdout, "orders: warning: the page query sorts the whole table on every page: no index of public.orders has the cursor columns (updated_at, id) first")
-		if r.code != 0 || warned != tc.warns {
-			t.Errorf("%s (%s): exit %d, warned %v, want %v\n%s%s", tc.index, filepath.Base(tc.cfg), r.code, warned, tc.warns, r.stdout, r.stderr)
+		r := bin.Run(t, nil, "validate", "--config", tc.cfg)
+		warned := strings.Contains(r.Stdout, "orders: warning: the page query sorts the whole table on every page: no index of public.orders has the cursor columns (updated_at, id) first")
+		if r.Code != 0 || warned != tc.warns {
+			t.Errorf("%s (%s): exit %d, warned %v, want %v\n%s%s", tc.index, filepath.Base(tc.cfg), r.Code, warned, tc.warns, r.Stdout, r.Stderr)
 		}
 	}
 }

@@ -72,10 +72,10 @@ func TestExtensionTypesNeedTheirExtension(t *testing.T) {
 		}
 	}
 	for _, args := range [][]string{{"validate", "--config", cfg}, {"run", "--once", "--config", cfg, "--state", state}} {
-		r := syncd(t, nil, args...)
-		out := r.stdout + r.stderr
-		if r.code != 2 {
-			t.Errorf("%s: exit %d, want 2:\n%s", args[0], r.code, out)
+		r := bin.Run(t, nil, args...)
+		out := r.Stdout + r.Stderr
+		if r.Code != 2 {
+			t.Errorf("%s: exit %d, want 2:\n%s", args[0], r.Code, out)
 		}
 		for _, w := range wants {
 			if !strings.Contains(out, w) {
@@ -88,12 +88,12 @@ func TestExtensionTypesNeedTheirExtension(t *testing.T) {
 	// Allowed, validate tries it all in a transaction it rolls back; run
 	// creates the extensions and the copy.
 	cfg = writeConfig(t, dir, "people.yaml", strings.Replace(tableConfig(src, dst, "people", "id"), "sink:\n", "sink:\n  create_extensions: true\n", 1))
-	if r := syncd(t, nil, "validate", "--config", cfg); r.code != 0 {
-		t.Fatalf("validate with create_extensions: exit %d:\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 {
+		t.Fatalf("validate with create_extensions: exit %d:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	nothing("validate with create_extensions")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run with create_extensions: exit %d:\n%s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run with create_extensions: exit %d:\n%s", r.Code, r.Stderr)
 	}
 	if n := count(t, dst, `SELECT count(*) FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE extname IN ('citext', 'hstore') AND nspname = 'public'`); n != 2 {
 		t.Errorf("%d of citext and hstore created in schema public of the sink, want 2", n)
@@ -138,10 +138,10 @@ func TestDDLErrorShowsTheWholeStatement(t *testing.T) {
 	cfg := writeConfig(t, dir, "people.yaml", tableConfig(src, dst, "people", "id"))
 	stmt := `CREATE TABLE IF NOT EXISTS "public"."people" ("id" bigint NOT NULL, "updated_at" timestamp with time zone NOT NULL, "name" citext, "aliases" citext[], "attrs" hstore, PRIMARY KEY ("id"))`
 	for _, args := range [][]string{{"validate", "--config", cfg}, {"run", "--once", "--config", cfg, "--state", filepath.Join(dir, "state.db")}} {
-		r := syncd(t, nil, args...)
-		out := r.stdout + r.stderr
-		if r.code == 0 || !strings.Contains(out, `type "citext" does not exist`) {
-			t.Errorf("%s: exit %d, want the sink's error:\n%s", args[0], r.code, out)
+		r := bin.Run(t, nil, args...)
+		out := r.Stdout + r.Stderr
+		if r.Code == 0 || !strings.Contains(out, `type "citext" does not exist`) {
+			t.Errorf("%s: exit %d, want the sink's error:\n%s", args[0], r.Code, out)
 		}
 		if !strings.Contains(out, stmt) {
 			t.Errorf("%s: the whole statement %s is not in:\n%s", args[0], stmt, out)
@@ -170,13 +170,13 @@ func TestCreateExtensionsAsSinkRole(t *testing.T) {
 	want := "sink.create_extensions is set, but the sink role " + role + " lacks CREATE on database " + dst.Name +
 		`, which a trusted extension needs: run CREATE EXTENSION IF NOT EXISTS "citext" SCHEMA "public" on the sink database as a role that has it, or GRANT CREATE ON DATABASE "` + dst.Name + `" TO "` + role + `"`
 	for _, args := range [][]string{{"validate", "--config", cfg}, {"run", "--once", "--config", cfg, "--state", state}} {
-		if r := syncd(t, nil, args...); r.code != 2 || !strings.Contains(r.stdout+r.stderr, want) {
-			t.Errorf("%s without CREATE on the database: exit %d, want 2 and %q:\n%s%s", args[0], r.code, want, r.stdout, r.stderr)
+		if r := bin.Run(t, nil, args...); r.Code != 2 || !strings.Contains(r.Stdout+r.Stderr, want) {
+			t.Errorf("%s without CREATE on the database: exit %d, want 2 and %q:\n%s%s", args[0], r.Code, want, r.Stdout, r.Stderr)
 		}
 	}
 	dst.Exec(t, "GRANT CREATE ON DATABASE "+dst.Name+" TO "+role)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run with CREATE on the database: exit %d:\n%s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run with CREATE on the database: exit %d:\n%s", r.Code, r.Stderr)
 	}
 	if got, want := rowTexts(t, dst, "people"), rowTexts(t, src, "people"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("the copy differs from the source (%d and %d rows)", len(got), len(want))

@@ -149,8 +149,8 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 		}
 		// status says how far the unfinished load got.
 		want := "orders: first load unfinished: " + strconv.Itoa(done) + " of " + strconv.Itoa(len(chunks)) + " chunks committed (" + strconv.FormatInt(rowsDone, 10) + " rows)"
-		if r := syncd(t, env, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) {
-			t.Fatalf("status after kill %d: exit %d, want a line with %q:\n%s%s", kills, r.code, want, r.stdout, r.stderr)
+		if r := bin.Run(t, env, "status", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stdout, want) {
+			t.Fatalf("status after kill %d: exit %d, want a line with %q:\n%s%s", kills, r.Code, want, r.Stdout, r.Stderr)
 		}
 		prevDone = func(id int64) bool {
 			b := blockOf[id]
@@ -166,8 +166,8 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 	if kills == 0 {
 		t.Fatal("the first load always finished before it could be killed")
 	}
-	if r := syncd(t, env, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run after %d kills: exit %d: %s", kills, r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run after %d kills: exit %d: %s", kills, r.Code, r.Stderr)
 	}
 	check("the last run")
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
@@ -246,38 +246,38 @@ END $$`)
 	}
 	// status asks the daemon: the load, live.
 	var st ops.Status
-	r := syncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || len(st.Sources) != 1 || st.Sources[0].Running == nil {
-		t.Fatalf("status --json from the daemon: exit %d: %s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, nil, "status", "--config", cfg, "--state", state, "--json")
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Sources) != 1 || st.Sources[0].Running == nil {
+		t.Fatalf("status --json from the daemon: exit %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	run := st.Sources[0].Running
 	if run.Phase != syncer.PhaseFirstLoad || run.ChunksDone != 2 || run.Chunks != chunks || run.Rows != rec.Int("rows") || run.Estimate != 1000 || run.ETASeconds < 0 {
 		t.Errorf("running = %+v; want the first load, 2 of %d chunks, %d rows, 1000 estimated, an ETA", *run, chunks, rec.Int("rows"))
 	}
 	want := "loading: 2 of " + strconv.Itoa(chunks) + " chunks, " + strconv.FormatInt(run.Rows, 10) + " rows, "
-	if r := syncd(t, nil, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "rows/s, ETA ") {
-		t.Errorf("status from the daemon: exit %d, want %q...rows/s, ETA:\n%s%s", r.code, want, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "status", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stdout, want) || !strings.Contains(r.Stdout, "rows/s, ETA ") {
+		t.Errorf("status from the daemon: exit %d, want %q...rows/s, ETA:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 	}
 	// Killed mid-load, the state file keeps the chunks done: status shows
 	// the load, not "never run".
 	p.Signal(t, syscall.SIGKILL)
 	p.Wait(t, 10*time.Second)
 	want = "loading: 2 of " + strconv.Itoa(chunks) + " chunks, " + strconv.FormatInt(run.Rows, 10) + " rows, stopped"
-	if r := syncd(t, nil, "status", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stdout, want) || strings.Contains(r.stdout, "never run") {
-		t.Errorf("status after the kill: exit %d, want %q:\n%s%s", r.code, want, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "status", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stdout, want) || strings.Contains(r.Stdout, "never run") {
+		t.Errorf("status after the kill: exit %d, want %q:\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 	}
 	st = ops.Status{}
-	r = syncd(t, nil, "status", "--config", cfg, "--state", state, "--json")
-	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &st) != nil || st.Sources[0].FirstLoad == nil ||
+	r = bin.Run(t, nil, "status", "--config", cfg, "--state", state, "--json")
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || st.Sources[0].FirstLoad == nil ||
 		st.Sources[0].FirstLoad.ChunksDone != 2 || st.Sources[0].FirstLoad.Chunks != chunks || st.Sources[0].FirstLoad.Rows != run.Rows {
-		t.Errorf("status --json after the kill: exit %d: %s", r.code, r.stdout)
+		t.Errorf("status --json after the kill: exit %d: %s", r.Code, r.Stdout)
 	}
 	// The gate opens: the next run finishes the load.
 	if _, err := gate.Exec(ctx, `SELECT pg_advisory_unlock(4242)`); err != nil {
 		t.Fatal(err)
 	}
-	if r := syncd(t, env, "run", "--once", "--config", cfg, "--state", state); r.code != 0 || !strings.Contains(r.stderr, "first load done") {
-		t.Fatalf("run after the kill: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stderr, "first load done") {
+		t.Fatalf("run after the kill: exit %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("the copy differs from the source (%d and %d bytes of rows)", len(got), len(want))

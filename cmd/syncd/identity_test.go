@@ -83,8 +83,8 @@ func TestChangedSettingsRefuseTheWatermark(t *testing.T) {
 			state := filepath.Join(dir, "state.db")
 			env := []string{"SYNCD_STATE=" + state}
 			cfg := writeConfig(t, dir, "orders.yaml", tc.before.yaml(src, dst))
-			if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-				t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+			if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+				t.Fatalf("first run: exit %d: %s", r.Code, r.Stderr)
 			}
 			if tc.prepare != nil {
 				tc.prepare(t, src, dst)
@@ -96,14 +96,14 @@ func TestChangedSettingsRefuseTheWatermark(t *testing.T) {
 			copyBefore := rowsText(t, dst, "orders_copy")
 
 			writeConfig(t, dir, "orders.yaml", tc.after.yaml(src, dst))
-			r := syncd(t, env, "run", "--config", cfg, "--once")
-			line := strings.TrimSpace(r.stderr)
+			r := bin.Run(t, env, "run", "--config", cfg, "--once")
+			line := strings.TrimSpace(r.Stderr)
 			wantPrefix := cfg + ":"
-			if r.code != 2 || strings.Count(line, "\n") != 0 || !strings.HasPrefix(line, "syncd run: "+wantPrefix) ||
+			if r.Code != 2 || strings.Count(line, "\n") != 0 || !strings.HasPrefix(line, "syncd run: "+wantPrefix) ||
 				!strings.Contains(line, ": "+tc.key+": ") || !strings.Contains(line, tc.key+" ") ||
 				!strings.Contains(line, "the watermark of source orders in "+state+" was computed for other settings") ||
 				!strings.Contains(line, "run `syncd resync --source orders --from-start` (or --from TIME)") {
-				t.Fatalf("run after changing %s: exit %d, want 2 with one line naming the file, the key and the resync:\n%s%s", tc.key, r.code, r.stdout, r.stderr)
+				t.Fatalf("run after changing %s: exit %d, want 2 with one line naming the file, the key and the resync:\n%s%s", tc.key, r.Code, r.Stdout, r.Stderr)
 			}
 			t.Logf("%s", line)
 			if after, _ := os.ReadFile(state); string(after) != string(stateBefore) {
@@ -117,24 +117,24 @@ func TestChangedSettingsRefuseTheWatermark(t *testing.T) {
 			}
 			// validate and status say the same.
 			for _, cmd := range []string{"status", "validate"} {
-				if r := syncd(t, env, cmd, "--config", cfg); r.code != 2 || !strings.Contains(r.stderr, "syncd resync --source orders --from-start") {
-					t.Errorf("%s: exit %d, want 2 with the resync advice:\n%s%s", cmd, r.code, r.stdout, r.stderr)
+				if r := bin.Run(t, env, cmd, "--config", cfg); r.Code != 2 || !strings.Contains(r.Stderr, "syncd resync --source orders --from-start") {
+					t.Errorf("%s: exit %d, want 2 with the resync advice:\n%s%s", cmd, r.Code, r.Stdout, r.Stderr)
 				}
 			}
 
-			if r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start"); r.code != 0 {
-				t.Fatalf("resync: exit %d: %s", r.code, r.stderr)
+			if r := bin.Run(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start"); r.Code != 0 {
+				t.Fatalf("resync: exit %d: %s", r.Code, r.Stderr)
 			}
-			if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-				t.Fatalf("run after resync: exit %d: %s", r.code, r.stderr)
+			if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+				t.Fatalf("run after resync: exit %d: %s", r.Code, r.Stderr)
 			}
 			srcTable, sinkTable := strings.TrimPrefix(tc.after.srcTable, "public."), strings.TrimPrefix(tc.after.sinkTable, "public.")
 			want := rowsOf(t, src, srcTable, strings.Trim(tc.after.where, `"`))
 			if got := rowsText(t, dst, sinkTable); got != want || count(t, dst, "SELECT count(*) FROM "+sinkTable) != 112 {
 				t.Fatalf("after resync the copy %s differs from the source %s:\n%s\nwant\n%s", sinkTable, srcTable, got, want)
 			}
-			if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-				t.Fatalf("second run after resync: exit %d: %s", r.code, r.stderr)
+			if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+				t.Fatalf("second run after resync: exit %d: %s", r.Code, r.Stderr)
 			}
 		})
 	}
@@ -151,8 +151,8 @@ func TestOldStateWithoutIdentityIsAdopted(t *testing.T) {
 	env := []string{"SYNCD_STATE=" + state}
 	base := identityConfig{srcTable: "public.orders", sinkTable: "public.orders_copy", cursor: "[updated_at, id]", key: "[id]"}
 	cfg := writeConfig(t, dir, "orders.yaml", base.yaml(src, dst))
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.Code, r.Stderr)
 	}
 	// Make it an old state: the record as the previous build wrote it.
 	store, err := watermark.Open(state, time.Second)
@@ -171,15 +171,15 @@ func TestOldStateWithoutIdentityIsAdopted(t *testing.T) {
 	store.Close()
 
 	src.Exec(t, `INSERT INTO orders VALUES (113, 'c113', now(), now() - interval '1 minute', 'new')`)
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run on an old state: exit %d, want 0: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run on an old state: exit %d, want 0: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from the source after the run on an old state")
 	}
-	r := syncd(t, env, "status", "--config", cfg, "--json")
-	if r.code != 0 || !strings.Contains(r.stdout, `"rows_applied_last_run": 1,`) {
-		t.Fatalf("the run on an old state did not continue from its watermark %v (want 1 row applied):\n%s%s", cursor, r.stdout, r.stderr)
+	r := bin.Run(t, env, "status", "--config", cfg, "--json")
+	if r.Code != 0 || !strings.Contains(r.Stdout, `"rows_applied_last_run": 1,`) {
+		t.Fatalf("the run on an old state did not continue from its watermark %v (want 1 row applied):\n%s%s", cursor, r.Stdout, r.Stderr)
 	}
 	store, err = watermark.Open(state, time.Second)
 	if err != nil {
@@ -193,8 +193,8 @@ func TestOldStateWithoutIdentityIsAdopted(t *testing.T) {
 	changed := base
 	changed.sinkTable = "public.other_copy"
 	writeConfig(t, dir, "orders.yaml", changed.yaml(src, dst))
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 2 || !strings.Contains(r.stderr, `sink.table "public.orders_copy" → "public.other_copy"`) {
-		t.Fatalf("a change after the adoption: exit %d, want 2 naming sink.table:\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 2 || !strings.Contains(r.Stderr, `sink.table "public.orders_copy" → "public.other_copy"`) {
+		t.Fatalf("a change after the adoption: exit %d, want 2 naming sink.table:\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -207,25 +207,25 @@ func TestEmptiedOrDroppedCopyIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
 	}
 	for _, tc := range []struct{ sql, state string }{{"TRUNCATE orders_copy", "empty"}, {"DROP TABLE orders_copy", "missing"}} {
 		dst.Exec(t, tc.sql)
-		r := syncd(t, env, "run", "--config", cfg, "--once")
+		r := bin.Run(t, env, "run", "--config", cfg, "--once")
 		want := "sink.table: the copy public.orders_copy is " + tc.state + ", but the watermark of source orders"
-		if r.code != 2 || !strings.Contains(r.stderr, want) || !strings.Contains(r.stderr, "run `syncd resync --source orders --from-start`") {
-			t.Fatalf("run after %s: exit %d, want 2 with %q:\n%s", tc.sql, r.code, want, r.stderr)
+		if r.Code != 2 || !strings.Contains(r.Stderr, want) || !strings.Contains(r.Stderr, "run `syncd resync --source orders --from-start`") {
+			t.Fatalf("run after %s: exit %d, want 2 with %q:\n%s", tc.sql, r.Code, want, r.Stderr)
 		}
 		if n := count(t, dst, "SELECT count(*) FROM pg_class WHERE relname = 'orders_copy'"); tc.state == "missing" && n != 0 {
 			t.Fatalf("the refused run created the copy again")
 		}
 	}
-	if r := syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start"); r.code != 0 {
-		t.Fatalf("resync: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start"); r.Code != 0 {
+		t.Fatalf("resync: exit %d: %s", r.Code, r.Stderr)
 	}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after resync: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after resync: exit %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatal("after the resync the copy differs from the source")

@@ -35,13 +35,13 @@ func refused(t *testing.T, cfg, state string, want ...string) {
 		{"validate", "--config", cfg},
 		{"run", "--once", "--config", cfg, "--state", state},
 	} {
-		r := syncd(t, nil, args...)
-		if r.code != 2 {
-			t.Fatalf("%s: exit %d, want 2\nstdout: %s\nstderr: %s", args[0], r.code, r.stdout, r.stderr)
+		r := bin.Run(t, nil, args...)
+		if r.Code != 2 {
+			t.Fatalf("%s: exit %d, want 2\nstdout: %s\nstderr: %s", args[0], r.Code, r.Stdout, r.Stderr)
 		}
-		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 		if len(lines) != 1 {
-			t.Fatalf("%s: want one line on stderr, got %d:\n%s", args[0], len(lines), r.stderr)
+			t.Fatalf("%s: want one line on stderr, got %d:\n%s", args[0], len(lines), r.Stderr)
 		}
 		for _, w := range want {
 			if !strings.Contains(lines[0], w) {
@@ -112,13 +112,13 @@ func TestNullableKeyRefused(t *testing.T) {
 		dst.Exec(t, `ALTER TABLE items_copy ALTER COLUMN code SET NOT NULL`)
 		env := []string{"SYNCD_STATE=" + state}
 		for i := 0; i < 5; i++ {
-			if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
-				t.Fatalf("run %d: exit %d: %s", i+1, r.code, r.stderr)
+			if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 0 {
+				t.Fatalf("run %d: exit %d: %s", i+1, r.Code, r.Stderr)
 			}
 			src.Exec(t, `UPDATE items SET updated_at = updated_at + ($1 + 1) * interval '1 day', val = val || '+' WHERE id % 10 = $1`, i)
 		}
-		if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
-			t.Fatalf("last run: exit %d: %s", r.code, r.stderr)
+		if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 0 {
+			t.Fatalf("last run: exit %d: %s", r.Code, r.Stderr)
 		}
 		if n := count(t, dst, "SELECT count(*) FROM items_copy"); n != 100 {
 			t.Fatalf("copy has %d rows, want the source's 100", n)
@@ -130,8 +130,8 @@ func TestNullableKeyRefused(t *testing.T) {
 	t.Run("a copy syncd creates has a NOT NULL primary key", func(t *testing.T) {
 		dir := t.TempDir()
 		c := writeConfig(t, dir, "made.yaml", keyConfig(src, dst, "items", "items_made", "code"))
-		if r := syncd(t, nil, "run", "--once", "--config", c, "--state", filepath.Join(dir, "state.db")); r.code != 0 {
-			t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+		if r := bin.Run(t, nil, "run", "--once", "--config", c, "--state", filepath.Join(dir, "state.db")); r.Code != 0 {
+			t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
 		}
 		if n := count(t, dst, `SELECT count(*) FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 			WHERE i.indrelid = 'items_made'::regclass AND i.indisprimary AND i.indnatts = 1 AND a.attname = 'code' AND a.attnotnull`); n != 1 {
@@ -181,16 +181,16 @@ func TestWiderCopyColumnsAccepted(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "wide.yaml", keyConfig(src, dst, "wide", "wide_copy", "id"))
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
-	if r := syncd(t, env, "validate", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "wide: ok") {
-		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "validate", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "wide: ok") {
+		t.Fatalf("validate: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
-		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 0 {
+		t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "wide_copy"), rowsText(t, src, "wide"); got != want || count(t, dst, "SELECT count(*) FROM wide_copy") != 1000 {
 		t.Fatalf("copy differs from the source")
 	}
-	if r := syncd(t, env, "reconcile", "--config", cfg, "--source", "wide"); r.code != 0 {
-		t.Fatalf("reconcile: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "reconcile", "--config", cfg, "--source", "wide"); r.Code != 0 {
+		t.Fatalf("reconcile: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

@@ -24,14 +24,14 @@ func TestLocalTimeCursorWarned(t *testing.T) {
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
 	want := `source.cursor's first column "updated_at" of public.orders is timestamp without time zone and writers of the source get TimeZone America/New_York`
 
-	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders: warning: "+want) || !strings.Contains(r.stdout, "make the column timestamptz") {
-		t.Fatalf("validate exited %d without the local-time warning:\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders: warning: "+want) || !strings.Contains(r.Stdout, "make the column timestamptz") {
+		t.Fatalf("validate exited %d without the local-time warning:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, env, "run", "--once", "--config", cfg)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
 	logged := "is timestamp without time zone and writers of the source get TimeZone America/New_York"
-	if r.code != 0 || strings.Count(r.stderr, logged) != 1 {
-		t.Fatalf("run --once exited %d; want exit 0 and the warning once:\n%s", r.code, r.stderr)
+	if r.Code != 0 || strings.Count(r.Stderr, logged) != 1 {
+		t.Fatalf("run --once exited %d; want exit 0 and the warning once:\n%s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from the source:\ncopy:\n%s\nsource:\n%s", got, want)
@@ -41,8 +41,8 @@ func TestLocalTimeCursorWarned(t *testing.T) {
 	src.Exec(t, `CREATE TABLE orders_tz (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`)
 	src.Exec(t, `CREATE INDEX ON orders_tz (updated_at, id)`)
 	cfg = writeConfig(t, dir, "tz.yaml", strings.NewReplacer("name: orders\n", "name: orders_tz\n", "public.orders\n", "public.orders_tz\n", "public.orders_copy", "public.orders_tz_copy").Replace(orders(t, src, dst, "")))
-	r = syncd(t, env, "validate", "--config", cfg)
-	if r.code != 0 || strings.Contains(r.stdout, "TimeZone") {
-		t.Fatalf("validate of a timestamptz cursor exited %d or warned about TimeZone:\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 0 || strings.Contains(r.Stdout, "TimeZone") {
+		t.Fatalf("validate of a timestamptz cursor exited %d or warned about TimeZone:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }

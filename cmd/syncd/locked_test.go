@@ -1,12 +1,9 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -54,10 +51,10 @@ type lockedStatus struct {
 
 func statusJSON(t *testing.T, env []string, cfg string) lockedStatus {
 	t.Helper()
-	r := syncd(t, env, "status", "--config", cfg, "--json")
+	r := bin.Run(t, env, "status", "--config", cfg, "--json")
 	var st struct{ Sources []lockedStatus }
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Sources) != 1 {
-		t.Fatalf("status --json exited %d: %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || len(st.Sources) != 1 {
+		t.Fatalf("status --json exited %d: %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	return st.Sources[0]
 }
@@ -73,8 +70,8 @@ func TestRunOnceFailsOnLockedCopy(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "")+"  lock_timeout: 1s\n")
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("first run exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("first run exited %d: %s", r.Code, r.Stderr)
 	}
 	src.Exec(t, `UPDATE orders SET name = 'changed', updated_at = updated_at + interval '1 hour' WHERE id % 10 = 0`)
 	src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 11:00:00+00', 'new' || g FROM generate_series(1001, 1100) g`)
@@ -83,15 +80,15 @@ func TestRunOnceFailsOnLockedCopy(t *testing.T) {
 
 	pid, release := lockTable(t, dst, "orders_copy", "ACCESS EXCLUSIVE")
 	started := time.Now()
-	r := syncd(t, env, "run", "--config", cfg, "--once")
+	r := bin.Run(t, env, "run", "--config", cfg, "--once")
 	took := time.Since(started)
-	if r.code != 1 {
-		t.Fatalf("run on a locked copy exited %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 {
+		t.Fatalf("run on a locked copy exited %d, want 1:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if took > 8*time.Second {
 		t.Errorf("run on a locked copy took %s with sink.lock_timeout 1s", took)
 	}
-	msg := failureLine(r.stderr)
+	msg := failureLine(r.Stderr)
 	for _, want := range []string{"source orders: ", "sink table public.orders_copy is locked by another session",
 		fmt.Sprintf("pid %d", pid), fmt.Sprintf("pg_terminate_backend(%d)", pid), "AccessExclusiveLock", "sink.lock_timeout: 1s", "raise sink.lock_timeout"} {
 		if !strings.Contains(msg, want) {
@@ -110,8 +107,8 @@ func TestRunOnceFailsOnLockedCopy(t *testing.T) {
 		t.Errorf("the copy changed during the failed run")
 	}
 
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after the lock went exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after the lock went exited %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from the source after the lock went")
@@ -129,8 +126,8 @@ func TestRunOnceFailsOnSlowPage(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "")+"  lock_timeout: 1s\n  page_timeout: 2s\n")
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("first run exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("first run exited %d: %s", r.Code, r.Stderr)
 	}
 	src.Exec(t, `UPDATE orders SET name = 'changed', updated_at = updated_at + interval '1 hour' WHERE id % 10 = 0`)
 	before := statusJSON(t, env, cfg)
@@ -139,15 +136,15 @@ func TestRunOnceFailsOnSlowPage(t *testing.T) {
 	dst.Exec(t, `CREATE TRIGGER slow AFTER INSERT OR UPDATE ON orders_copy FOR EACH STATEMENT EXECUTE FUNCTION slow()`)
 
 	started := time.Now()
-	r := syncd(t, env, "run", "--config", cfg, "--once")
+	r := bin.Run(t, env, "run", "--config", cfg, "--once")
 	took := time.Since(started)
-	if r.code != 1 {
-		t.Fatalf("run with a slow page exited %d, want 1:\n%s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 1 {
+		t.Fatalf("run with a slow page exited %d, want 1:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if took > 15*time.Second {
 		t.Errorf("run with a slow page took %s with sink.page_timeout 2s (the trigger sleeps 60s)", took)
 	}
-	msg := failureLine(r.stderr)
+	msg := failureLine(r.Stderr)
 	for _, want := range []string{"source orders: ", "applying a page to public.orders_copy did not finish within sink.page_timeout (2s) and was cancelled",
 		"the watermark is where it was", "raise sink.page_timeout"} {
 		if !strings.Contains(msg, want) {
@@ -174,8 +171,8 @@ func TestRunOnceFailsOnSlowPage(t *testing.T) {
 	}
 
 	dst.Exec(t, `DROP TRIGGER slow ON orders_copy`)
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after the trigger went exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after the trigger went exited %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from the source after the trigger went")
@@ -195,36 +192,22 @@ func TestSecondSignalEndsRunOnceBlockedOnLock(t *testing.T) {
 	dst.Exec(t, `CREATE TABLE orders_copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`)
 	_, release := lockTable(t, dst, "orders_copy", "SHARE")
 
-	cmd := exec.Command(binary, "run", "--config", cfg, "--once")
-	cmd.Env = append(cmd.Environ(), env...)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	p := bin.Start(t, env, "run", "--config", cfg, "--once")
 	waiting := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'syncd' AND wait_event_type = 'Lock'`
-	poll(t, 20*time.Second, "syncd's page waiting for the lock", func() bool { return count(t, dst, waiting) == 1 })
+	p.Eventually(t, 20*time.Second, "syncd's page waiting for the lock", func() bool { return count(t, dst, waiting) == 1 })
 
-	_ = cmd.Process.Signal(syscall.SIGTERM)
+	p.Signal(t, syscall.SIGTERM)
 	// The first signal lets the page in flight go on: it still waits.
+	// run --once says nothing when it takes the first signal, so there is
+	// no event to wait for: this checks that nothing changes meanwhile.
 	time.Sleep(300 * time.Millisecond)
 	if n := count(t, dst, waiting); n != 1 {
 		t.Fatalf("after the first signal %d syncd sessions wait for the lock, want the page still waiting", n)
 	}
 	sent := time.Now()
-	_ = cmd.Process.Signal(syscall.SIGINT)
-	var err error
-	select {
-	case err = <-exited:
-	case <-time.After(20 * time.Second):
-		t.Fatalf("run --once did not exit within 20s of the second signal:\n%s", out.String())
-	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("exit %v after the second signal, want 1:\n%s", err, out.String())
+	p.Signal(t, syscall.SIGINT)
+	if r := p.Wait(t, 20*time.Second); r.Code != 1 {
+		t.Fatalf("exit %d after the second signal, want 1:\n%s", r.Code, p.Output)
 	}
 	if took := time.Since(sent); took > 3*time.Second {
 		t.Errorf("run --once took %s to exit after the second signal, want at once", took)
@@ -238,8 +221,8 @@ func TestSecondSignalEndsRunOnceBlockedOnLock(t *testing.T) {
 	if n := count(t, dst, "SELECT count(*) FROM orders_copy"); n != 0 {
 		t.Fatalf("the copy has %d rows after the forced stop, want the page rolled back", n)
 	}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after the lock went exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after the lock went exited %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from the source after the lock went")
@@ -297,18 +280,18 @@ func TestRunOnceFailsOnLockedGrants(t *testing.T) {
 	first := writeConfig(t, dir, "first.yaml", campaignConfig(src, dst, "first"))
 	second := writeConfig(t, dir, "second.yaml", campaignConfig(src, dst, "second"))
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
-	if r := syncd(t, env, "run", "--config", first, "--once"); r.code != 0 {
-		t.Fatalf("first campaign exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", first, "--once"); r.Code != 0 {
+		t.Fatalf("first campaign exited %d: %s", r.Code, r.Stderr)
 	}
 	pid, release := lockTable(t, dst, "coupon_grants", "ACCESS EXCLUSIVE")
 	started := time.Now()
-	r := syncd(t, env, "run", "--config", second, "--once")
+	r := bin.Run(t, env, "run", "--config", second, "--once")
 	if took := time.Since(started); took > 8*time.Second {
 		t.Errorf("run on a locked grants table took %s with sink.lock_timeout 1s", took)
 	}
-	msg := failureLine(r.stderr)
-	if r.code != 1 {
-		t.Fatalf("run on a locked grants table exited %d, want 1:\n%s%s", r.code, r.stdout, msg)
+	msg := failureLine(r.Stderr)
+	if r.Code != 1 {
+		t.Fatalf("run on a locked grants table exited %d, want 1:\n%s%s", r.Code, r.Stdout, msg)
 	}
 	for _, want := range []string{"source second: ", "sink table public.coupon_grants is locked by another session",
 		fmt.Sprintf("pid %d", pid), "sink.lock_timeout: 1s"} {
@@ -320,8 +303,8 @@ func TestRunOnceFailsOnLockedGrants(t *testing.T) {
 	if n := count(t, dst, `SELECT count(*) FROM coupon_grants WHERE campaign_id = 'second'`); n != 0 {
 		t.Fatalf("%d grants of the failed run, want none", n)
 	}
-	if r := syncd(t, env, "run", "--config", second, "--once"); r.code != 0 {
-		t.Fatalf("run after the lock went exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", second, "--once"); r.Code != 0 {
+		t.Fatalf("run after the lock went exited %d: %s", r.Code, r.Stderr)
 	}
 	for _, c := range []string{"first", "second"} {
 		q := fmt.Sprintf(`SELECT count(DISTINCT member_id) FILTER (WHERE member_id BETWEEN 1 AND 120) * 1000 + count(*) FROM coupon_grants WHERE campaign_id = '%s'`, c)

@@ -28,19 +28,6 @@ func TestMain(m *testing.M) {
 	pgtest.Main(m, cleanup)
 }
 
-type result struct {
-	code           int
-	stdout, stderr string
-}
-
-// syncd runs the binary to its end with env added to the test process's
-// environment.
-func syncd(t *testing.T, env []string, args ...string) result {
-	t.Helper()
-	r := bin.Run(t, env, args...)
-	return result{r.Code, r.Stdout, r.Stderr}
-}
-
 func writeConfig(t *testing.T, dir, name, body string) string {
 	t.Helper()
 	return testutil.WriteFile(t, dir, name, body)
@@ -95,9 +82,9 @@ func TestRunOnceStatusResync(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_STATE=" + state}
 
-	r := syncd(t, env, "run", "--config", cfg, "--once")
-	if r.code != 0 {
-		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	r := bin.Run(t, env, "run", "--config", cfg, "--once")
+	if r.Code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.Code, r.Stderr)
 	}
 	if got, want := rowsText(t, dst, "orders_copy"), rowsText(t, src, "orders"); got != want {
 		t.Fatalf("copy differs from source after run --once")
@@ -106,11 +93,11 @@ func TestRunOnceStatusResync(t *testing.T) {
 		t.Fatalf("state file from $SYNCD_STATE: %v", err)
 	}
 
-	r = syncd(t, env, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "2026-10-01T09:00:00.000291Z") || !strings.Contains(r.stdout, "1000") {
-		t.Fatalf("status exited %d, want the watermark at microseconds and 1000 rows:\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "2026-10-01T09:00:00.000291Z") || !strings.Contains(r.Stdout, "1000") {
+		t.Fatalf("status exited %d, want the watermark at microseconds and 1000 rows:\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, env, "status", "--config", cfg, "--json")
+	r = bin.Run(t, env, "status", "--config", cfg, "--json")
 	var st struct {
 		Sources []struct {
 			Name      string `json:"name"`
@@ -118,41 +105,41 @@ func TestRunOnceStatusResync(t *testing.T) {
 			Rows      int64  `json:"rows_applied_last_run"`
 		} `json:"sources"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || len(st.Sources) != 1 {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil || len(st.Sources) != 1 {
+		t.Fatalf("status --json: %v\n%s", err, r.Stdout)
 	}
 	if s := st.Sources[0]; s.Name != "orders" || s.Watermark != "2026-10-01T09:00:00.000291Z" || s.Rows != 1000 {
 		t.Fatalf("status --json: %+v", s)
 	}
 
 	// Nothing new: the next run reads nothing.
-	if r = syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("second run exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("second run exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.stdout, `"rows_applied_last_run": 0`) {
-		t.Fatalf("second run applied rows:\n%s", r.stdout)
+	if r = bin.Run(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.Stdout, `"rows_applied_last_run": 0`) {
+		t.Fatalf("second run applied rows:\n%s", r.Stdout)
 	}
 
 	// resync --from moves the watermark back: rows at or after it are re-read.
-	r = syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from", "2026-10-01T09:00:00.000194Z")
-	if r.code != 0 {
-		t.Fatalf("resync exited %d: %s", r.code, r.stderr)
+	r = bin.Run(t, env, "resync", "--config", cfg, "--source", "orders", "--from", "2026-10-01T09:00:00.000194Z")
+	if r.Code != 0 {
+		t.Fatalf("resync exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after resync exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after resync exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.stdout, `"rows_applied_last_run": 500`) {
-		t.Fatalf("after resync --from the run should re-read the 500 rows at or after it:\n%s", r.stdout)
+	if r = bin.Run(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.Stdout, `"rows_applied_last_run": 500`) {
+		t.Fatalf("after resync --from the run should re-read the 500 rows at or after it:\n%s", r.Stdout)
 	}
-	r = syncd(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start")
-	if r.code != 0 {
-		t.Fatalf("resync --from-start exited %d: %s", r.code, r.stderr)
+	r = bin.Run(t, env, "resync", "--config", cfg, "--source", "orders", "--from-start")
+	if r.Code != 0 {
+		t.Fatalf("resync --from-start exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after resync exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after resync exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.stdout, `"rows_applied_last_run": 1000`) {
-		t.Fatalf("after resync --from-start the run should re-read all 1000 rows:\n%s", r.stdout)
+	if r = bin.Run(t, env, "status", "--config", cfg, "--json"); !strings.Contains(r.Stdout, `"rows_applied_last_run": 1000`) {
+		t.Fatalf("after resync --from-start the run should re-read all 1000 rows:\n%s", r.Stdout)
 	}
 }
 
@@ -183,13 +170,13 @@ func TestConfigErrorsExit2AndWriteNothing(t *testing.T) {
 			}
 			cfg := writeConfig(t, dir, file, tc.body)
 			state := filepath.Join(dir, "state.db")
-			r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
-			if r.code != 2 {
-				t.Fatalf("exit %d, want 2; stderr: %s", r.code, r.stderr)
+			r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state)
+			if r.Code != 2 {
+				t.Fatalf("exit %d, want 2; stderr: %s", r.Code, r.Stderr)
 			}
-			lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+			lines := strings.Split(strings.TrimSpace(r.Stderr), "\n")
 			if len(lines) != 1 || !strings.Contains(lines[0], filepath.Join(dir, tc.want)) {
-				t.Fatalf("stderr %q\nwant one line containing %q", r.stderr, filepath.Join(dir, tc.want))
+				t.Fatalf("stderr %q\nwant one line containing %q", r.Stderr, filepath.Join(dir, tc.want))
 			}
 			if _, err := os.Stat(state); !os.IsNotExist(err) {
 				t.Fatalf("the state file was created by a run with a bad config")
@@ -204,27 +191,27 @@ func TestConfigErrorsExit2AndWriteNothing(t *testing.T) {
 func TestUsageAndRuntimeExitCodes(t *testing.T) {
 	src, dst := setupOrders(t)
 	dir := t.TempDir()
-	if r := syncd(t, nil, "run", "--once"); r.code != 2 || !strings.Contains(r.stderr, "--config is required") {
-		t.Fatalf("missing --config: exit %d %q", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once"); r.Code != 2 || !strings.Contains(r.Stderr, "--config is required") {
+		t.Fatalf("missing --config: exit %d %q", r.Code, r.Stderr)
 	}
-	if r := syncd(t, nil, "frobnicate"); r.code != 2 {
-		t.Fatalf("unknown command: exit %d", r.code)
+	if r := bin.Run(t, nil, "frobnicate"); r.Code != 2 {
+		t.Fatalf("unknown command: exit %d", r.Code)
 	}
-	if r := syncd(t, nil, "resync", "--config", writeConfig(t, dir, "o.yaml", orders(t, src, dst, "")), "--source", "orders"); r.code != 2 || !strings.Contains(r.stderr, "--from") {
-		t.Fatalf("resync without --from: exit %d %q", r.code, r.stderr)
+	if r := bin.Run(t, nil, "resync", "--config", writeConfig(t, dir, "o.yaml", orders(t, src, dst, "")), "--source", "orders"); r.Code != 2 || !strings.Contains(r.Stderr, "--from") {
+		t.Fatalf("resync without --from: exit %d %q", r.Code, r.Stderr)
 	}
 	// An unreachable source is a run-time failure: exit 1, one line, no password.
 	bad := strings.Replace(orders(t, src, dst, ""), src.URL, "postgres://postgres:hunter2secret@127.0.0.1:1/none?connect_timeout=2", 1)
 	cfg := writeConfig(t, dir, "bad.yaml", bad)
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
-	if r.code != 1 {
-		t.Fatalf("unreachable source: exit %d, want 1: %s", r.code, r.stderr)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	if r.Code != 1 {
+		t.Fatalf("unreachable source: exit %d, want 1: %s", r.Code, r.Stderr)
 	}
-	if !strings.Contains(r.stderr, "cannot connect to the source at 127.0.0.1:1 (database none, user postgres): connection refused") || strings.Contains(r.stderr, "hunter2secret") {
-		t.Fatalf("stderr should name the source without its password:\n%s", r.stderr)
+	if !strings.Contains(r.Stderr, "cannot connect to the source at 127.0.0.1:1 (database none, user postgres): connection refused") || strings.Contains(r.Stderr, "hunter2secret") {
+		t.Fatalf("stderr should name the source without its password:\n%s", r.Stderr)
 	}
-	if lines := strings.Split(strings.TrimSpace(r.stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "syncd run: ") {
-		t.Fatalf("a failed run should print one line on stderr, got %d:\n%s", len(lines), r.stderr)
+	if lines := strings.Split(strings.TrimSpace(r.Stderr), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "syncd run: ") {
+		t.Fatalf("a failed run should print one line on stderr, got %d:\n%s", len(lines), r.Stderr)
 	}
 }
 
@@ -234,16 +221,16 @@ func TestValidateWarnsWithoutCursorIndex(t *testing.T) {
 	src, dst := setupOrders(t)
 	src.Exec(t, "ANALYZE orders")
 	cfg := writeConfig(t, t.TempDir(), "orders.yaml", orders(t, src, dst, ""))
-	r := syncd(t, nil, "validate", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders: warning: the page query sorts the whole table on every page") ||
-		!strings.Contains(r.stdout, "create an index on (updated_at, id)") {
-		t.Fatalf("validate without index: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, nil, "validate", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders: warning: the page query sorts the whole table on every page") ||
+		!strings.Contains(r.Stdout, "create an index on (updated_at, id)") {
+		t.Fatalf("validate without index: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	src.Exec(t, "CREATE INDEX ON orders (updated_at, id)")
 	src.Exec(t, "ANALYZE orders")
-	r = syncd(t, nil, "validate", "--config", cfg)
-	if r.code != 0 || strings.Contains(r.stdout, "sorts the whole table") || !strings.Contains(r.stdout, "orders: ok") {
-		t.Fatalf("validate with index: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, nil, "validate", "--config", cfg)
+	if r.Code != 0 || strings.Contains(r.Stdout, "sorts the whole table") || !strings.Contains(r.Stdout, "orders: ok") {
+		t.Fatalf("validate with index: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM pg_tables WHERE tablename = 'orders_copy'"); n != 0 {
 		t.Fatal("validate created the sink table")

@@ -3,16 +3,11 @@ package main_test
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/metrics"
@@ -31,10 +26,10 @@ type statusDoc struct {
 // skippedReasons maps each skipped table's source name to its reason.
 func skippedReasons(t *testing.T, env []string, cfg string) map[string]string {
 	t.Helper()
-	r := syncd(t, env, "status", "--json", "--config", cfg)
+	r := bin.Run(t, env, "status", "--json", "--config", cfg)
 	var st statusDoc
-	if err := json.Unmarshal([]byte(r.stdout), &st); r.code != 0 || err != nil {
-		t.Fatalf("status --json: exit %d, %v\n%s%s", r.code, err, r.stdout, r.stderr)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); r.Code != 0 || err != nil {
+		t.Fatalf("status --json: exit %d, %v\n%s%s", r.Code, err, r.Stdout, r.Stderr)
 	}
 	out := map[string]string{}
 	for _, s := range st.Skipped {
@@ -53,65 +48,6 @@ var shopSkipped = map[string]string{
 	"shop.nokey":     "no_primary_key",
 }
 
-// scrapeMetrics reads a daemon's /metrics with Prometheus's own parser.
-func scrapeMetrics(t *testing.T, addr string) map[string]*dto.MetricFamily {
-	t.Helper()
-	mfs, err := tryScrape(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return mfs
-}
-
-// tryScrape reads /metrics, or says why it could not (a daemon still
-// starting refuses the connection).
-func tryScrape(addr string) (map[string]*dto.MetricFamily, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != 200 {
-		return nil, fmt.Errorf("GET /metrics: %d %v", resp.StatusCode, err)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
-	if err != nil {
-		return nil, fmt.Errorf("/metrics does not parse: %v\n%s", err, body)
-	}
-	return mfs, nil
-}
-
-// sample is the value of the series of family name with exactly labels,
-// and whether it exists.
-func sample(mfs map[string]*dto.MetricFamily, name string, labels map[string]string) (float64, bool) {
-	mf := mfs[name]
-	if mf == nil {
-		return 0, false
-	}
-next:
-	for _, m := range mf.GetMetric() {
-		if len(m.GetLabel()) != len(labels) {
-			continue
-		}
-		for _, l := range m.GetLabel() {
-			if labels[l.GetName()] != l.GetValue() {
-				continue next
-			}
-		}
-		switch {
-		case m.Gauge != nil:
-			return m.GetGauge().GetValue(), true
-		case m.Counter != nil:
-			return m.GetCounter().GetValue(), true
-		case m.Histogram != nil:
-			return float64(m.GetHistogram().GetSampleCount()), true
-		}
-	}
-	return 0, false
-}
-
 // A pattern's skipped tables are in status (text and --json) with their
 // reason, recorded by run --once and by the daemon, read from the state
 // file and from the running daemon; the daemon shows each as
@@ -127,42 +63,42 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL, "SYNCD_STATE=" + state}
 
-	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 1 {
-		t.Fatalf("run --once: exit %d, want 1 (tables skipped)\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 1 {
+		t.Fatalf("run --once: exit %d, want 1 (tables skipped)\n%s", r.Code, r.Stderr)
 	}
 	status := []string{"SYNCD_STATE=" + state}
 	if got := skippedReasons(t, status, cfg); fmt.Sprint(got) != fmt.Sprint(shopSkipped) {
 		t.Fatalf("status --json after run --once lists skipped tables %v, want %v", got, shopSkipped)
 	}
-	r := syncd(t, status, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "shop.events: skipped by pattern source shop (no_cursor_column, recorded ") ||
-		!strings.Contains(r.stdout, `source.cursor: column "updated_at" does not exist in public.events (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {events: {cursor: [...]}}); fix it or add public.events to source.exclude`) ||
-		!strings.Contains(r.stdout, "shop.nokey: skipped by pattern source shop (no_primary_key, ") {
-		t.Fatalf("status text: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, status, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "shop.events: skipped by pattern source shop (no_cursor_column, recorded ") ||
+		!strings.Contains(r.Stdout, `source.cursor: column "updated_at" does not exist in public.events (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {events: {cursor: [...]}}); fix it or add public.events to source.exclude`) ||
+		!strings.Contains(r.Stdout, "shop.nokey: skipped by pattern source shop (no_primary_key, ") {
+		t.Fatalf("status text: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	addr := testutil.FreeAddr(t)
 	d := bin.Start(t, env, "run", "--config", cfg, "--listen", addr)
-	var mfs map[string]*dto.MetricFamily
+	var mfs testutil.Metrics
 	waitFor(t, 60*time.Second, "three runs of shop.orders", func() bool {
 		var err error
-		if mfs, err = tryScrape(addr); err != nil {
+		if mfs, err = testutil.TryScrape(addr); err != nil {
 			return false
 		}
-		n, _ := sample(mfs, "syncd_runs_total", map[string]string{"source": "shop.orders", "outcome": "ok"})
+		n, _ := mfs.Value("syncd_runs_total", map[string]string{"source": "shop.orders", "outcome": "ok"})
 		return n >= 3
 	})
 	for src, reason := range shopSkipped {
 		table := "public." + strings.TrimPrefix(src, "shop.")
-		if v, ok := sample(mfs, "syncd_pattern_table_skipped", map[string]string{"source": "shop", "table": table, "reason": reason}); !ok || v != 1 {
+		if v, ok := mfs.Value("syncd_pattern_table_skipped", map[string]string{"source": "shop", "table": table, "reason": reason}); !ok || v != 1 {
 			t.Errorf("syncd_pattern_table_skipped{source=shop,table=%s,reason=%s} = %v (present %v), want 1", table, reason, v, ok)
 		}
 	}
-	if n := len(mfs["syncd_pattern_table_skipped"].GetMetric()); n != len(shopSkipped) {
+	if n := len(mfs.Families["syncd_pattern_table_skipped"].GetMetric()); n != len(shopSkipped) {
 		t.Errorf("syncd_pattern_table_skipped has %d series, want %d", n, len(shopSkipped))
 	}
 	for _, name := range []string{"shop.orders", "shop.metrics"} {
-		if v, ok := sample(mfs, "syncd_cursor_index_missing", map[string]string{"source": name}); !ok || v != 1 {
+		if v, ok := mfs.Value("syncd_cursor_index_missing", map[string]string{"source": name}); !ok || v != 1 {
 			t.Errorf("syncd_cursor_index_missing{source=%s} = %v (present %v), want 1", name, v, ok)
 		}
 		if n := indexWarnings(d.Stderr.String(), name); n != 1 {
@@ -170,17 +106,17 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 		}
 		// Born at 0: increase() sees the first of each.
 		for _, kind := range metrics.ErrorKinds {
-			if v, ok := sample(mfs, "syncd_errors_total", map[string]string{"source": name, "kind": kind}); !ok || v != 0 {
+			if v, ok := mfs.Value("syncd_errors_total", map[string]string{"source": name, "kind": kind}); !ok || v != 0 {
 				t.Errorf("syncd_errors_total{source=%s,kind=%s} = %v (present %v), want 0 from the start", name, kind, v, ok)
 			}
 		}
 		for _, o := range []string{"ok", "failed", "skipped"} {
-			if v, ok := sample(mfs, "syncd_reconcile_runs_total", map[string]string{"source": name, "outcome": o}); !ok || v != 0 {
+			if v, ok := mfs.Value("syncd_reconcile_runs_total", map[string]string{"source": name, "outcome": o}); !ok || v != 0 {
 				t.Errorf("syncd_reconcile_runs_total{source=%s,outcome=%s} = %v (present %v), want 0", name, o, v, ok)
 			}
 		}
 		for _, c := range metrics.SchemaChangeKinds {
-			if _, ok := sample(mfs, "syncd_schema_changes_total", map[string]string{"source": name, "change": c}); !ok {
+			if _, ok := mfs.Value("syncd_schema_changes_total", map[string]string{"source": name, "change": c}); !ok {
 				t.Errorf("syncd_schema_changes_total{source=%s,change=%s} is missing", name, c)
 			}
 		}
@@ -198,14 +134,14 @@ func TestSkippedTablesAndIndexMetrics(t *testing.T) {
 	if got := skippedReasons(t, status, cfg); fmt.Sprint(got) != fmt.Sprint(shopSkipped) {
 		t.Errorf("status --json from the daemon lists skipped tables %v, want %v", got, shopSkipped)
 	}
-	if r := syncd(t, status, "status", "--config", cfg); r.code != 0 || !strings.Contains(r.stdout, "shop.customers: skipped by pattern source shop (no_cursor_column") {
-		t.Errorf("status text from the daemon: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, status, "status", "--config", cfg); r.Code != 0 || !strings.Contains(r.Stdout, "shop.customers: skipped by pattern source shop (no_cursor_column") {
+		t.Errorf("status text from the daemon: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// The index created, the next run clears the gauge.
 	src.Exec(t, `CREATE INDEX ON orders (updated_at, id)`)
 	waitFor(t, 30*time.Second, "syncd_cursor_index_missing{source=shop.orders} 0", func() bool {
-		v, ok := sample(scrapeMetrics(t, addr), "syncd_cursor_index_missing", map[string]string{"source": "shop.orders"})
+		v, ok := testutil.Scrape(t, addr).Value("syncd_cursor_index_missing", map[string]string{"source": "shop.orders"})
 		return ok && v == 0
 	})
 	if r := d.Stop(t, 20*time.Second); r.Code != 0 {
@@ -222,16 +158,16 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "")+"reconcile:\n  schedule: \"@every 1h\"\n")
 	state := filepath.Join(dir, "s.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	daemonSeries := func() map[string]float64 {
 		addr := testutil.FreeAddr(t)
 		d := bin.Start(t, nil, "run", "--config", cfg, "--state", state, "--listen", addr)
-		var mfs map[string]*dto.MetricFamily
+		var mfs testutil.Metrics
 		waitFor(t, 30*time.Second, "the daemon's metrics", func() bool {
 			var err error
-			mfs, err = tryScrape(addr)
+			mfs, err = testutil.TryScrape(addr)
 			return err == nil
 		})
 		if r := d.Stop(t, 20*time.Second); r.Code != 0 {
@@ -239,7 +175,7 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, k := range metrics.ReconcileKinds {
-			if v, ok := sample(mfs, "syncd_reconcile_differences", map[string]string{"source": "orders", "kind": k}); ok {
+			if v, ok := mfs.Value("syncd_reconcile_differences", map[string]string{"source": "orders", "kind": k}); ok {
 				out[k] = v
 			}
 		}
@@ -249,8 +185,8 @@ func TestReconcileDifferencesAtStart(t *testing.T) {
 		t.Errorf("syncd_reconcile_differences at start, before any reconcile = %v, want 0 of each kind", got)
 	}
 	src.Exec(t, "DELETE FROM orders WHERE id <= 3")
-	if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.code == 2 {
-		t.Fatalf("reconcile: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "orders"); r.Code == 2 {
+		t.Fatalf("reconcile: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if got := daemonSeries(); got["extra"] != 3 || len(got) != len(metrics.ReconcileKinds) {
 		t.Errorf("syncd_reconcile_differences at start after a reconcile found 3 extra rows = %v, want extra 3 and 0 of the others", got)

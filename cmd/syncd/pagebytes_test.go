@@ -60,9 +60,9 @@ source:
   key: [id]
 `, src.URL, pageSize, extra, dst.URL))
 	env := []string{"SYNCD_STATE=" + state}
-	r := syncd(t, env, "run", "--config", cfg, "--once", "--log-level", "debug", "--log-format", "json")
-	if r.code != 0 {
-		t.Fatalf("run: exit %d: %s", r.code, r.stderr)
+	r := bin.Run(t, env, "run", "--config", cfg, "--once", "--log-level", "debug", "--log-format", "json")
+	if r.Code != 0 {
+		t.Fatalf("run: exit %d: %s", r.Code, r.Stderr)
 	}
 	// Each page's rows and last id, from its "page applied" record.
 	type applied struct {
@@ -70,7 +70,7 @@ source:
 		Cursor []string `json:"cursor"`
 	}
 	var pages []applied
-	for _, l := range strings.Split(r.stderr, "\n") {
+	for _, l := range strings.Split(r.Stderr, "\n") {
 		if !strings.Contains(l, `"msg":"page applied"`) {
 			continue
 		}

@@ -80,9 +80,9 @@ func TestPatternWholeSchema(t *testing.T) {
 	cfg := writeConfig(t, dir, "pagila.yaml", pagilaConfig)
 	env := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL, "SYNCD_STATE=" + filepath.Join(dir, "state.db")}
 
-	r := syncd(t, env, "validate", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("validate: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("validate: exit %d, want 0\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, want := range []string{
 		"pagila: pattern public.* matches 15 tables to sync: pagila.actor, pagila.address,",
@@ -93,20 +93,20 @@ func TestPatternWholeSchema(t *testing.T) {
 		"pagila.film: ok (public.film, 12 columns, cursor last_update, film_id,",
 		"pagila.store: warning: sink table pagila_copy.store does not exist yet; the first run creates it",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("validate's output lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("validate's output lacks %q:\n%s", want, r.Stdout)
 		}
 	}
-	if n := strings.Count(r.stdout, "(primary key appended as the tie-breaker)\n"); n != 15 {
-		t.Fatalf("validate names %d tables' cursors, want 15:\n%s", n, r.stdout)
+	if n := strings.Count(r.Stdout, "(primary key appended as the tie-breaker)\n"); n != 15 {
+		t.Fatalf("validate names %d tables' cursors, want 15:\n%s", n, r.Stdout)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM pg_namespace WHERE nspname = 'pagila_copy'"); n != 0 {
 		t.Fatal("validate created the copies' schema")
 	}
 
-	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("run --once: exit %d, want 0\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("run --once: exit %d, want 0\n%s", r.Code, r.Stderr)
 	}
 	samePagila(t, src, dst, pagilaTables()...)
 	if n := count(t, dst, "SELECT count(*) FROM pg_tables WHERE schemaname = 'pagila_copy'"); n != 15 {
@@ -118,17 +118,17 @@ func TestPatternWholeSchema(t *testing.T) {
 	src.Exec(t, `INSERT INTO film_actor SELECT a, f, now() FROM generate_series(1, 50) a, generate_series(401, 403) f ON CONFLICT DO NOTHING`)
 	src.Exec(t, `UPDATE film SET title = title || ' (restored)', last_update = now() WHERE film_id % 7 = 0`)
 	src.Exec(t, `INSERT INTO payment SELECT g, 1, 1, 1, 9.99, '2022-03-20 00:00:00+00'::timestamptz + g * interval '1 s', now() FROM generate_series(1001, 1150) g`)
-	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("second run --once: exit %d, want 0\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("second run --once: exit %d, want 0\n%s", r.Code, r.Stderr)
 	}
 	samePagila(t, src, dst, "film_actor", "film", "payment")
 
 	// status, which reads no catalog, takes each table's stored cursor
 	// (with its appended primary key) as the file's.
-	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "pagila.film_actor ") || strings.Contains(r.stderr, "other settings") {
-		t.Fatalf("status: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "pagila.film_actor ") || strings.Contains(r.Stderr, "other settings") {
+		t.Fatalf("status: exit %d, want 0\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -145,10 +145,10 @@ func TestPatternTablesOverrides(t *testing.T) {
 
 	// Without an entry, film_text is skipped, and the reason says what to do.
 	cfg := writeConfig(t, dir, "pagila.yaml", pagilaConfig)
-	r := syncd(t, env, "validate", "--config", cfg)
+	r := bin.Run(t, env, "validate", "--config", cfg)
 	want := `pagila.film_text: skipped: source.cursor: column "last_update" does not exist in public.film_text (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {film_text: {cursor: [...]}})`
-	if r.code != 1 || !strings.Contains(r.stdout, want) {
-		t.Fatalf("validate without an entry for film_text: exit %d, want 1 and %q\n%s%s", r.code, want, r.stdout, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stdout, want) {
+		t.Fatalf("validate without an entry for film_text: exit %d, want 1 and %q\n%s%s", r.Code, want, r.Stdout, r.Stderr)
 	}
 
 	cfg = writeConfig(t, dir, "pagila.yaml", pagilaConfig+`tables:
@@ -160,9 +160,9 @@ func TestPatternTablesOverrides(t *testing.T) {
   staff: {exclude: true}
   flim: {cursor: [last_update, film_id]}
 `)
-	r = syncd(t, env, "validate", "--config", cfg)
-	if r.code != 0 {
-		t.Fatalf("validate: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 0 {
+		t.Fatalf("validate: exit %d, want 0\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, want := range []string{
 		"pagila: pattern public.* matches 15 tables to sync:",
@@ -171,17 +171,17 @@ func TestPatternTablesOverrides(t *testing.T) {
 		"pagila: warning: " + cfg + ":18: tables.flim: no table public.flim in the source database",
 		"pagila.customer: ok (public.customer, 4 columns,",
 	} {
-		if !strings.Contains(r.stdout, want) {
-			t.Fatalf("validate's output lacks %q:\n%s", want, r.stdout)
+		if !strings.Contains(r.Stdout, want) {
+			t.Fatalf("validate's output lacks %q:\n%s", want, r.Stdout)
 		}
 	}
-	if strings.Contains(r.stdout, "pagila.staff") {
-		t.Fatalf("validate lists the excluded table staff:\n%s", r.stdout)
+	if strings.Contains(r.Stdout, "pagila.staff") {
+		t.Fatalf("validate lists the excluded table staff:\n%s", r.Stdout)
 	}
 
-	r = syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stderr, "syncd run: pagila: warning: "+cfg+":18: tables.flim: no table public.flim") {
-		t.Fatalf("run --once: exit %d, want 0 with the warning about flim\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "syncd run: pagila: warning: "+cfg+":18: tables.flim: no table public.flim") {
+		t.Fatalf("run --once: exit %d, want 0 with the warning about flim\n%s", r.Code, r.Stderr)
 	}
 	samePagila(t, src, dst, "film", "film_actor", "payment")
 	if n := (testutil.Compare{Key: []string{"film_id"}}).RequireEqual(t, src.Pool, "public.film_text", dst.Pool, "pagila_copy.film_text"); n != 500 {
@@ -208,15 +208,15 @@ func TestPatternTablesOverrides(t *testing.T) {
 	}
 
 	// status applies the tables entries without the catalog.
-	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "pagila.film_text ") || !strings.Contains(r.stdout, "pagila.rental ") {
-		t.Fatalf("status: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "pagila.film_text ") || !strings.Contains(r.Stdout, "pagila.rental ") {
+		t.Fatalf("status: exit %d, want 0\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// A key the entry does not know is refused, naming its line.
 	bad := writeConfig(t, dir, "bad.yaml", pagilaConfig+"tables:\n  film: {cursr: [film_id]}\n")
-	if r := syncd(t, env, "validate", "--config", bad); r.code != 2 || !strings.Contains(r.stderr, "bad.yaml:12: tables.film.cursr: unknown key") {
-		t.Fatalf("an unknown key in a tables entry: exit %d, want 2 naming bad.yaml:12\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "validate", "--config", bad); r.Code != 2 || !strings.Contains(r.Stderr, "bad.yaml:12: tables.film.cursr: unknown key") {
+		t.Fatalf("an unknown key in a tables entry: exit %d, want 2 naming bad.yaml:12\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -232,15 +232,15 @@ func TestCopySchemaCreated(t *testing.T) {
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", strings.Replace(orders(t, src, dst, ""), "table: public.orders_copy", "table: fresh.orders_copy", 1))
 	state := filepath.Join(dir, "state.db")
-	r := syncd(t, nil, "validate", "--config", cfg, "--state", state)
-	if r.code != 0 || !strings.Contains(r.stdout, "sink table fresh.orders_copy does not exist yet; the first run creates it") {
-		t.Fatalf("validate: exit %d, want 0\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "sink table fresh.orders_copy does not exist yet; the first run creates it") {
+		t.Fatalf("validate: exit %d, want 0\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM pg_namespace WHERE nspname = 'fresh'"); n != 0 {
 		t.Fatal("validate created the schema")
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.code != 0 {
-		t.Fatalf("run --once: exit %d, want 0\n%s", r.code, r.stderr)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("run --once: exit %d, want 0\n%s", r.Code, r.Stderr)
 	}
 	if n := testutil.RequireEqual(t, src.Pool, "public.orders", dst.Pool, "fresh.orders_copy"); n == 0 {
 		t.Fatal("nothing was compared")

@@ -20,10 +20,10 @@ import (
 // as the help writes flags, --name, whichever way it was typed, and exits 2
 // with one line on stderr and nothing on stdout.
 func TestVersionShortFlagAndFlagErrors(t *testing.T) {
-	want := syncd(t, nil, "version")
+	want := bin.Run(t, nil, "version")
 	for _, args := range [][]string{{"-v"}, {"--version"}, {"-version"}} {
-		if r := syncd(t, nil, args...); r.code != 0 || r.stdout != want.stdout || r.stderr != "" {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q", args, r.code, r.stdout, r.stderr, want.stdout)
+		if r := bin.Run(t, nil, args...); r.Code != 0 || r.Stdout != want.Stdout || r.Stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 0 and %q", args, r.Code, r.Stdout, r.Stderr, want.Stdout)
 		}
 	}
 	cases := []struct {
@@ -39,9 +39,9 @@ func TestVersionShortFlagAndFlagErrors(t *testing.T) {
 		{[]string{"status", "-o"}, "syncd status: flag needs an argument: -o; run `syncd status --help` for its flags: usage error\n"},
 	}
 	for _, tc := range cases {
-		r := syncd(t, nil, tc.args...)
-		if r.code != 2 || r.stdout != "" || r.stderr != tc.want {
-			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2 and stderr %q", tc.args, r.code, r.stdout, r.stderr, tc.want)
+		r := bin.Run(t, nil, tc.args...)
+		if r.Code != 2 || r.Stdout != "" || r.Stderr != tc.want {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q\nwant exit 2 and stderr %q", tc.args, r.Code, r.Stdout, r.Stderr, tc.want)
 		}
 	}
 }
@@ -54,31 +54,31 @@ func TestDefaultConfigPath(t *testing.T) {
 	writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_CONFIG=" + dir, "SYNCD_STATE=" + state}
-	if r := syncd(t, env, "run", "--once"); r.code != 0 {
-		t.Fatalf("run --once with $SYNCD_CONFIG: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once"); r.Code != 0 {
+		t.Fatalf("run --once with $SYNCD_CONFIG: exit %d: %s", r.Code, r.Stderr)
 	}
-	if r := syncd(t, env, "status"); r.code != 0 || !strings.HasPrefix(strings.SplitN(r.stdout, "\n", 2)[1], "orders ") {
-		t.Fatalf("status with $SYNCD_CONFIG: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "status"); r.Code != 0 || !strings.HasPrefix(strings.SplitN(r.Stdout, "\n", 2)[1], "orders ") {
+		t.Fatalf("status with $SYNCD_CONFIG: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// --config wins over $SYNCD_CONFIG.
-	r := syncd(t, []string{"SYNCD_CONFIG=" + filepath.Join(dir, "nope"), "SYNCD_STATE=" + state}, "status", "--config", dir)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders ") {
-		t.Fatalf("status --config over a wrong $SYNCD_CONFIG: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, []string{"SYNCD_CONFIG=" + filepath.Join(dir, "nope"), "SYNCD_STATE=" + state}, "status", "--config", dir)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders ") {
+		t.Fatalf("status --config over a wrong $SYNCD_CONFIG: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, []string{"SYNCD_CONFIG=" + filepath.Join(dir, "nope")}, "status")
+	r = bin.Run(t, []string{"SYNCD_CONFIG=" + filepath.Join(dir, "nope")}, "status")
 	if want := "syncd status: $SYNCD_CONFIG names " + filepath.Join(dir, "nope") + ": stat " + filepath.Join(dir, "nope") +
-		": no such file or directory; point it (or --config) at a source file or a folder of them: usage error\n"; r.code != 2 || r.stderr != want {
-		t.Fatalf("a missing $SYNCD_CONFIG: exit %d, stderr %q\nwant exit 2, %q", r.code, r.stderr, want)
+		": no such file or directory; point it (or --config) at a source file or a folder of them: usage error\n"; r.Code != 2 || r.Stderr != want {
+		t.Fatalf("a missing $SYNCD_CONFIG: exit %d, stderr %q\nwant exit 2, %q", r.Code, r.Stderr, want)
 	}
 	if _, err := os.Stat("/etc/syncd"); err == nil {
 		t.Skip("/etc/syncd exists on this machine: the error without any config cannot be checked")
 	}
 	for _, cmd := range []string{"run", "status", "validate", "resync", "reconcile"} {
-		r := syncd(t, []string{"SYNCD_CONFIG="}, cmd)
+		r := bin.Run(t, []string{"SYNCD_CONFIG="}, cmd)
 		want := "syncd " + cmd + ": --config is required: it was not given, $SYNCD_CONFIG is not set and /etc/syncd does not exist; " +
 			"pass --config FILE or FOLDER, set SYNCD_CONFIG, or put the source files (*.yaml) in /etc/syncd: usage error\n"
-		if r.code != 2 || r.stdout != "" || r.stderr != want {
-			t.Errorf("%s without a config: exit %d, stdout %q, stderr %q\nwant exit 2, %q", cmd, r.code, r.stdout, r.stderr, want)
+		if r.Code != 2 || r.Stdout != "" || r.Stderr != want {
+			t.Errorf("%s without a config: exit %d, stdout %q, stderr %q\nwant exit 2, %q", cmd, r.Code, r.Stdout, r.Stderr, want)
 		}
 	}
 }
@@ -103,20 +103,20 @@ func TestStatusTableFits120Columns(t *testing.T) {
 	source("warehouse_stock_level", src.URL, "stock_levels")
 	source("warehouse_unreachable", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "gone")
 	env := []string{"SYNCD_CONFIG=" + dir, "SYNCD_STATE=" + filepath.Join(dir, "state.db")}
-	if r := syncd(t, env, "run", "--once"); r.code != 1 {
-		t.Fatalf("run --once with an unreachable source: exit %d, want 1: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once"); r.Code != 1 {
+		t.Fatalf("run --once with an unreachable source: exit %d, want 1: %s", r.Code, r.Stderr)
 	}
-	if r := syncd(t, env, "resync", "--source", "warehouse_stock_level", "--from", "2026-01-02T03:04:05.123456Z", "--skip-rows"); r.code != 0 {
-		t.Fatalf("resync: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "resync", "--source", "warehouse_stock_level", "--from", "2026-01-02T03:04:05.123456Z", "--skip-rows"); r.Code != 0 {
+		t.Fatalf("resync: exit %d: %s", r.Code, r.Stderr)
 	}
 
-	r := syncd(t, env, "status")
-	if r.code != 0 {
-		t.Fatalf("status: exit %d: %s", r.code, r.stderr)
+	r := bin.Run(t, env, "status")
+	if r.Code != 0 {
+		t.Fatalf("status: exit %d: %s", r.Code, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
 	if len(lines) < 5 {
-		t.Fatalf("status: want a header, 3 sources and the failed run's line:\n%s", r.stdout)
+		t.Fatalf("status: want a header, 3 sources and the failed run's line:\n%s", r.Stdout)
 	}
 	for _, l := range lines[:4] {
 		if n := utf8.RuneCountInString(l); n > 120 {
@@ -148,27 +148,27 @@ func TestStatusTableFits120Columns(t *testing.T) {
 		t.Errorf("the failed run's error below the table: %q", lines[4])
 	}
 
-	wide := syncd(t, env, "status", "-o", "wide")
-	lines = strings.Split(wide.stdout, "\n")
-	if got, want := strings.Join(fields(lines[0]), "|"), "SOURCE|WATERMARK|LAST RUN|STATUS|FRESHNESS|ROWS LAST RUN|ROWS WRITTEN|NEWEST ROW AGE|BOUND"; wide.code != 0 || got != want {
-		t.Fatalf("status -o wide: exit %d, header %q, want %q", wide.code, got, want)
+	wide := bin.Run(t, env, "status", "-o", "wide")
+	lines = strings.Split(wide.Stdout, "\n")
+	if got, want := strings.Join(fields(lines[0]), "|"), "SOURCE|WATERMARK|LAST RUN|STATUS|FRESHNESS|ROWS LAST RUN|ROWS WRITTEN|NEWEST ROW AGE|BOUND"; wide.Code != 0 || got != want {
+		t.Fatalf("status -o wide: exit %d, header %q, want %q", wide.Code, got, want)
 	}
 	if f := fields(lines[1]); len(f) != 9 || !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).MatchString(f[2]) || f[6] != "1234" || f[7] != "328d" || !strings.HasSuffix(f[8], "Z") {
 		t.Errorf("status -o wide line of an ok source: %q", f)
 	}
-	if len(lines) != 5 || !strings.Contains(lines[3], "  failed: "+unreachable) || strings.Contains(wide.stdout, "last run failed") {
-		t.Errorf("status -o wide: the error belongs in the STATUS column:\n%s", wide.stdout)
+	if len(lines) != 5 || !strings.Contains(lines[3], "  failed: "+unreachable) || strings.Contains(wide.Stdout, "last run failed") {
+		t.Errorf("status -o wide: the error belongs in the STATUS column:\n%s", wide.Stdout)
 	}
 
 	var asJSON, asO struct {
 		Sources []map[string]any `json:"sources"`
 	}
-	j, o := syncd(t, env, "status", "--json"), syncd(t, env, "status", "-o", "json")
-	if err := json.Unmarshal([]byte(j.stdout), &asJSON); err != nil {
+	j, o := bin.Run(t, env, "status", "--json"), bin.Run(t, env, "status", "-o", "json")
+	if err := json.Unmarshal([]byte(j.Stdout), &asJSON); err != nil {
 		t.Fatal(err)
 	}
-	if err := json.Unmarshal([]byte(o.stdout), &asO); err != nil || o.code != 0 || len(asO.Sources) != 3 {
-		t.Fatalf("status -o json: exit %d, %v\n%s", o.code, err, o.stdout)
+	if err := json.Unmarshal([]byte(o.Stdout), &asO); err != nil || o.Code != 0 || len(asO.Sources) != 3 {
+		t.Fatalf("status -o json: exit %d, %v\n%s", o.Code, err, o.Stdout)
 	}
 	for i := range asO.Sources {
 		for _, m := range []map[string]any{asJSON.Sources[i], asO.Sources[i]} {
@@ -179,11 +179,11 @@ func TestStatusTableFits120Columns(t *testing.T) {
 			t.Errorf("status -o json differs from --json:\n%v\n%v", asO.Sources[i], asJSON.Sources[i])
 		}
 	}
-	if r := syncd(t, env, "status", "-o", "wide", "--json"); r.code != 2 || r.stderr != "syncd status: --json and -o wide ask for two formats: give one: usage error\n" {
-		t.Errorf("status -o wide --json: exit %d, stderr %q", r.code, r.stderr)
+	if r := bin.Run(t, env, "status", "-o", "wide", "--json"); r.Code != 2 || r.Stderr != "syncd status: --json and -o wide ask for two formats: give one: usage error\n" {
+		t.Errorf("status -o wide --json: exit %d, stderr %q", r.Code, r.Stderr)
 	}
-	if r := syncd(t, env, "status", "--output", "yaml"); r.code != 2 || r.stderr != "syncd status: -o \"yaml\": use text, wide or json: usage error\n" {
-		t.Errorf("status --output yaml: exit %d, stderr %q", r.code, r.stderr)
+	if r := bin.Run(t, env, "status", "--output", "yaml"); r.Code != 2 || r.Stderr != "syncd status: -o \"yaml\": use text, wide or json: usage error\n" {
+		t.Errorf("status --output yaml: exit %d, stderr %q", r.Code, r.Stderr)
 	}
 }
 
@@ -212,9 +212,9 @@ func TestYAMLIndentationErrors(t *testing.T) {
 			dir := t.TempDir()
 			cfg := writeConfig(t, dir, "orders.yaml", strings.Replace(good, tc.from, tc.to, 1))
 			for _, cmd := range []string{"validate", "status"} {
-				r := syncd(t, nil, cmd, "--config", cfg, "--state", filepath.Join(dir, "s.db"))
-				if want := "syncd " + cmd + ": " + filepath.Join(dir, tc.want) + "\n"; r.code != 2 || r.stderr != want {
-					t.Errorf("%s: exit %d, stderr %q\nwant exit 2, %q", cmd, r.code, r.stderr, want)
+				r := bin.Run(t, nil, cmd, "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+				if want := "syncd " + cmd + ": " + filepath.Join(dir, tc.want) + "\n"; r.Code != 2 || r.Stderr != want {
+					t.Errorf("%s: exit %d, stderr %q\nwant exit 2, %q", cmd, r.Code, r.Stderr, want)
 				}
 			}
 		})
@@ -239,11 +239,11 @@ func TestCompletionInRealShells(t *testing.T) {
 	}
 	env := []string{"PATH=" + filepath.Dir(binary) + string(os.PathListSeparator) + os.Getenv("PATH"), "SYNCD_CONFIG="}
 
-	if r := syncd(t, nil, "__complete", "sources", "run", "--config", filepath.Join(dir, "conf"), "--source", ""); r.code != 0 || r.stdout != "items\norders\nshop\n" {
-		t.Fatalf("__complete sources: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "__complete", "sources", "run", "--config", filepath.Join(dir, "conf"), "--source", ""); r.Code != 0 || r.Stdout != "items\norders\nshop\n" {
+		t.Fatalf("__complete sources: exit %d, stdout %q, stderr %q", r.Code, r.Stdout, r.Stderr)
 	}
-	if r := syncd(t, nil, "__complete", "sources", "--config", filepath.Join(dir, "nope")); r.code != 0 || r.stdout != "" {
-		t.Fatalf("__complete sources of a missing config: exit %d, stdout %q", r.code, r.stdout)
+	if r := bin.Run(t, nil, "__complete", "sources", "--config", filepath.Join(dir, "nope")); r.Code != 0 || r.Stdout != "" {
+		t.Fatalf("__complete sources of a missing config: exit %d, stdout %q", r.Code, r.Stdout)
 	}
 	// A shell runs a script in dir with env; out is its output's lines, sorted.
 	shell := func(name string, args ...string) []string {
@@ -259,8 +259,8 @@ func TestCompletionInRealShells(t *testing.T) {
 		return lines
 	}
 	script := func(sh string) string {
-		r := syncd(t, nil, "completion", sh)
-		return writeConfig(t, t.TempDir(), "syncd."+sh, r.stdout)
+		r := bin.Run(t, nil, "completion", sh)
+		return writeConfig(t, t.TempDir(), "syncd."+sh, r.Stdout)
 	}
 	type tc struct {
 		words []string // COMP_WORDS after "syncd", the last one being completed

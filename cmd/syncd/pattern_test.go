@@ -74,9 +74,9 @@ func TestPatternSourceRunOnce(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_TEST_SRC=" + src.URL, "SYNCD_TEST_DST=" + dst.URL, "SYNCD_STATE=" + state}
 
-	r := syncd(t, env, "run", "--once", "--config", cfg)
-	if r.code != 1 {
-		t.Fatalf("run --once with a skipped table: exit %d, want 1\n%s", r.code, r.stderr)
+	r := bin.Run(t, env, "run", "--once", "--config", cfg)
+	if r.Code != 1 {
+		t.Fatalf("run --once with a skipped table: exit %d, want 1\n%s", r.Code, r.Stderr)
 	}
 	for _, want := range []string{
 		`syncd run: source shop.customers (table public.customers) skipped: source.cursor: column "id" does not exist in public.customers`,
@@ -84,8 +84,8 @@ func TestPatternSourceRunOnce(t *testing.T) {
 		`syncd run: source shop.nokey (table public.nokey) skipped: it has no primary key and sink.key is not given`,
 		"syncd run: 2 sources synced, 3 tables skipped",
 	} {
-		if !strings.Contains(r.stderr, want) {
-			t.Fatalf("stderr lacks %q:\n%s", want, r.stderr)
+		if !strings.Contains(r.Stderr, want) {
+			t.Fatalf("stderr lacks %q:\n%s", want, r.Stderr)
 		}
 	}
 	sameTable(t, src, dst, "orders", "id")
@@ -97,45 +97,45 @@ func TestPatternSourceRunOnce(t *testing.T) {
 	}
 
 	// status lists each table as its own source, without any DSN variable.
-	r = syncd(t, []string{"SYNCD_STATE=" + state}, "status", "--config", cfg)
-	if r.code != 0 || !strings.Contains(r.stdout, "shop.orders ") || !strings.Contains(r.stdout, "shop.metrics ") {
-		t.Fatalf("status: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_STATE=" + state}, "status", "--config", cfg)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "shop.orders ") || !strings.Contains(r.Stdout, "shop.metrics ") {
+		t.Fatalf("status: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// --source shop.orders runs that table alone: exit 0, metrics untouched.
 	src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-02 09:00:00+00', 'new' FROM generate_series(301, 320) g`)
 	src.Exec(t, `INSERT INTO metrics SELECT g, '2026-10-02 09:00:00+00'::timestamptz + g * interval '1 s' FROM generate_series(21, 25) g`)
-	r = syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop.orders")
-	if r.code != 0 || strings.Contains(r.stderr, "skipped") {
-		t.Fatalf("run --source shop.orders: exit %d, want 0\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg, "--source", "shop.orders")
+	if r.Code != 0 || strings.Contains(r.Stderr, "skipped") {
+		t.Fatalf("run --source shop.orders: exit %d, want 0\n%s", r.Code, r.Stderr)
 	}
 	sameTable(t, src, dst, "orders", "id")
 	if n := count(t, dst, "SELECT count(*) FROM metrics_copy"); n != 20 {
 		t.Fatalf("--source shop.orders synced metrics too: %d rows, want 20", n)
 	}
 	// --source shop runs every table of the pattern.
-	r = syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop")
-	if r.code != 1 {
-		t.Fatalf("run --source shop: exit %d, want 1 (three tables skipped)\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", cfg, "--source", "shop")
+	if r.Code != 1 {
+		t.Fatalf("run --source shop: exit %d, want 1 (three tables skipped)\n%s", r.Code, r.Stderr)
 	}
 	sameTable(t, src, dst, "metrics", "id")
-	if r := syncd(t, env, "run", "--once", "--config", cfg, "--source", "shop.nope"); r.code != 2 || !strings.Contains(r.stderr, `--source "shop.nope"`) {
-		t.Fatalf("run --source shop.nope: exit %d, want 2 naming it\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg, "--source", "shop.nope"); r.Code != 2 || !strings.Contains(r.Stderr, `--source "shop.nope"`) {
+		t.Fatalf("run --source shop.nope: exit %d, want 2 naming it\n%s", r.Code, r.Stderr)
 	}
 
 	// validate shows the expansion and the skipped tables, and exits 1.
-	r = syncd(t, env, "validate", "--config", cfg)
-	if r.code != 1 || !strings.Contains(r.stdout, "shop: pattern public.* matches 2 tables to sync: shop.metrics, shop.orders") ||
-		!strings.Contains(r.stdout, "shop.events: skipped: source.cursor:") || !strings.Contains(r.stdout, "shop.orders: ok") {
-		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "validate", "--config", cfg)
+	if r.Code != 1 || !strings.Contains(r.Stdout, "shop: pattern public.* matches 2 tables to sync: shop.metrics, shop.orders") ||
+		!strings.Contains(r.Stdout, "shop.events: skipped: source.cursor:") || !strings.Contains(r.Stdout, "shop.orders: ok") {
+		t.Fatalf("validate: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 
 	// A pattern that matches no table is a config mistake, like a table
 	// that does not exist: exit 2, nothing written.
 	none := writeConfig(t, dir, "none.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), "table: public.*\n", "table: public.zzz_*\n", 1))
-	r = syncd(t, env, "run", "--once", "--config", none, "--state", filepath.Join(dir, "none.db"))
-	if r.code != 2 || !strings.Contains(r.stderr, "none.yaml:5: source.table: pattern public.zzz_* matches no table") {
-		t.Fatalf("a pattern matching nothing: exit %d, want 2\n%s", r.code, r.stderr)
+	r = bin.Run(t, env, "run", "--once", "--config", none, "--state", filepath.Join(dir, "none.db"))
+	if r.Code != 2 || !strings.Contains(r.Stderr, "none.yaml:5: source.table: pattern public.zzz_* matches no table") {
+		t.Fatalf("a pattern matching nothing: exit %d, want 2\n%s", r.Code, r.Stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none.db")); !os.IsNotExist(err) {
 		t.Fatal("a run whose pattern matches nothing created its state file")
@@ -143,8 +143,8 @@ func TestPatternSourceRunOnce(t *testing.T) {
 
 	// Excluding the tables that cannot be synced makes the run fully ok.
 	cfg = writeConfig(t, dir, "shop.yaml", strings.Replace(fmt.Sprintf(shopConfig, "id"), `["*_old"]`, `["*_old", events, public.customers, nokey]`, 1))
-	if r := syncd(t, env, "run", "--once", "--config", cfg); r.code != 0 {
-		t.Fatalf("run with the unsyncable tables excluded: exit %d, want 0\n%s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--once", "--config", cfg); r.Code != 0 {
+		t.Fatalf("run with the unsyncable tables excluded: exit %d, want 0\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -181,9 +181,9 @@ func TestMultiDocumentConfig(t *testing.T) {
 	one := orders(t, src, dst, "")
 	two := strings.NewReplacer("name: orders", "name: orders2", "orders_copy", "orders_copy2").Replace(one)
 	cfg := writeConfig(t, dir, "two.yaml", one+"---\n"+two)
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
-	if r.code != 0 {
-		t.Fatalf("run --once: exit %d\n%s", r.code, r.stderr)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, "s.db"))
+	if r.Code != 0 {
+		t.Fatalf("run --once: exit %d\n%s", r.Code, r.Stderr)
 	}
 	want := rowsText(t, src, "orders")
 	if got := rowsText(t, dst, "orders_copy"); got != want {
@@ -194,9 +194,9 @@ func TestMultiDocumentConfig(t *testing.T) {
 	}
 	// An error in the second document names its own line in the file.
 	bad := writeConfig(t, dir, "bad.yaml", one+"---\n"+strings.Replace(two, "page_size: 50", "page_size: lots", 1))
-	r = syncd(t, nil, "validate", "--config", bad)
-	if r.code != 2 || !strings.Contains(r.stderr, "bad.yaml:20: source.page_size") {
-		t.Fatalf("bad second document: exit %d, want 2 naming bad.yaml:20\n%s", r.code, r.stderr)
+	r = bin.Run(t, nil, "validate", "--config", bad)
+	if r.Code != 2 || !strings.Contains(r.Stderr, "bad.yaml:20: source.page_size") {
+		t.Fatalf("bad second document: exit %d, want 2 naming bad.yaml:20\n%s", r.Code, r.Stderr)
 	}
 }
 

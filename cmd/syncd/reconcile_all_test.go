@@ -26,38 +26,38 @@ func TestReconcileAll(t *testing.T) {
 	writeConfig(t, dir, "b-items.yaml", items)
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_STATE=" + state}
-	if r := syncd(t, env, "run", "--config", dir, "--once"); r.code != 0 {
-		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", dir, "--once"); r.Code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.Code, r.Stderr)
 	}
 
-	r := syncd(t, env, "reconcile", "--config", dir, "--all")
-	if r.code != 0 {
-		t.Fatalf("reconcile --all of two equal copies exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, env, "reconcile", "--config", dir, "--all")
+	if r.Code != 0 {
+		t.Fatalf("reconcile --all of two equal copies exited %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	want := "items: equal: 300 rows compared, public.items -> public.items_copy\norders: equal: 1000 rows compared, public.orders -> public.orders_copy\n" +
 		"reconcile --all: 2 sources: 2 equal, 0 differ, 0 not covered, 0 failed\n"
-	if r.stdout != want {
-		t.Fatalf("reconcile --all printed\n%s\nwant\n%s", r.stdout, want)
+	if r.Stdout != want {
+		t.Fatalf("reconcile --all printed\n%s\nwant\n%s", r.Stdout, want)
 	}
 
 	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (5, 500, 999)`)
 	dst.Exec(t, `UPDATE items_copy SET name = 'changed' WHERE id = 7`)
-	r = syncd(t, env, "reconcile", "--config", dir, "--all")
-	if r.code != 1 {
-		t.Fatalf("reconcile --all with differences exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "reconcile", "--config", dir, "--all")
+	if r.Code != 1 {
+		t.Fatalf("reconcile --all with differences exited %d, want 1\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
-	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 3 || lines[2] != "reconcile --all: 2 sources: 0 equal, 2 differ, 0 not covered, 0 failed" || !strings.HasPrefix(lines[1], "orders: public.orders and public.orders_copy differ: 3 missing, 0 extra, 0 changed") ||
 		!strings.HasPrefix(lines[0], "items: public.items and public.items_copy differ: 0 missing, 0 extra, 1 changed") {
-		t.Fatalf("reconcile --all summary lines:\n%s", r.stdout)
+		t.Fatalf("reconcile --all summary lines:\n%s", r.Stdout)
 	}
-	if !strings.Contains(r.stderr, "2 of 2 sources are not proven equal to their source (items, orders)") {
-		t.Fatalf("stderr does not sum up the outcome: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "2 of 2 sources are not proven equal to their source (items, orders)") {
+		t.Fatalf("stderr does not sum up the outcome: %s", r.Stderr)
 	}
 
-	r = syncd(t, env, "reconcile", "--config", dir, "--all", "--json")
-	if r.code != 1 {
-		t.Fatalf("reconcile --all --json exited %d, want 1: %s", r.code, r.stderr)
+	r = bin.Run(t, env, "reconcile", "--config", dir, "--all", "--json")
+	if r.Code != 1 {
+		t.Fatalf("reconcile --all --json exited %d, want 1: %s", r.Code, r.Stderr)
 	}
 	var got []struct {
 		Source  string `json:"source"`
@@ -67,19 +67,19 @@ func TestReconcileAll(t *testing.T) {
 			Changed int64 `json:"changed"`
 		} `json:"report"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
-		t.Fatalf("reconcile --all --json is not a JSON array: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &got); err != nil {
+		t.Fatalf("reconcile --all --json is not a JSON array: %v\n%s", err, r.Stdout)
 	}
 	if len(got) != 2 || got[1].Source != "orders" || got[1].Outcome != "differences" || got[1].Report == nil || got[1].Report.Missing != 3 ||
 		got[0].Source != "items" || got[0].Outcome != "differences" || got[0].Report == nil || got[0].Report.Changed != 1 {
 		t.Fatalf("reconcile --all --json: %+v", got)
 	}
-	if !strings.Contains(r.stderr, "reconcile --all: 2 sources: 0 equal, 2 differ, 0 not covered, 0 failed\n") {
-		t.Fatalf("reconcile --all --json: no summary line on stderr: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "reconcile --all: 2 sources: 0 equal, 2 differ, 0 not covered, 0 failed\n") {
+		t.Fatalf("reconcile --all --json: no summary line on stderr: %s", r.Stderr)
 	}
 
-	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--repair"); r.code != 0 {
-		t.Fatalf("reconcile --all --repair exited %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r = bin.Run(t, env, "reconcile", "--config", dir, "--all", "--repair"); r.Code != 0 {
+		t.Fatalf("reconcile --all --repair exited %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	for _, tbl := range []string{"orders", "items"} {
 		if rowsText(t, dst, tbl+"_copy") != rowsText(t, src, tbl) {
@@ -93,31 +93,31 @@ func TestReconcileAll(t *testing.T) {
 	src.Exec(t, `INSERT INTO items SELECT g, '2026-10-01 10:00:00+00'::timestamptz + g * interval '1 second', 'i' || g FROM generate_series(301, 305) g`)
 	broken := strings.NewReplacer("name: orders", "name: broken", dst.URL, strings.Replace(dst.URL, dst.Name, dst.Name+"_missing", 1)).Replace(orders(t, src, dst, ""))
 	writeConfig(t, dir, "c-broken.yaml", broken)
-	r = syncd(t, env, "reconcile", "--config", dir, "--all")
-	if r.code != 1 {
-		t.Fatalf("reconcile --all with an unreachable sink exited %d, want 1\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, env, "reconcile", "--config", dir, "--all")
+	if r.Code != 1 {
+		t.Fatalf("reconcile --all with an unreachable sink exited %d, want 1\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
-	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	lines = strings.Split(strings.TrimSpace(r.Stdout), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "broken: error: ") || !strings.HasPrefix(lines[1], "items: 5 rows of public.items not compared yet") ||
 		!strings.HasPrefix(lines[2], "orders: equal:") || lines[3] != "reconcile --all: 3 sources: 1 equal, 0 differ, 1 not covered, 1 failed" {
-		t.Fatalf("reconcile --all lines with one broken source:\n%s", r.stdout)
+		t.Fatalf("reconcile --all lines with one broken source:\n%s", r.Stdout)
 	}
-	if !strings.Contains(r.stderr, "2 of 3 sources are not proven equal to their source (broken, items)") {
-		t.Fatalf("stderr: %s", r.stderr)
+	if !strings.Contains(r.Stderr, "2 of 3 sources are not proven equal to their source (broken, items)") {
+		t.Fatalf("stderr: %s", r.Stderr)
 	}
 	// One at a time prints the same lines in the same order.
-	if one := syncd(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "1"); one.code != 1 || one.stdout != r.stdout {
-		t.Fatalf("reconcile --all --concurrency 1 exited %d and printed\n%s\nwant (as with the default)\n%s", one.code, one.stdout, r.stdout)
+	if one := bin.Run(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "1"); one.Code != 1 || one.Stdout != r.Stdout {
+		t.Fatalf("reconcile --all --concurrency 1 exited %d and printed\n%s\nwant (as with the default)\n%s", one.Code, one.Stdout, r.Stdout)
 	}
-	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "0"); r.code != 2 || !strings.Contains(r.stderr, "--concurrency 0: give at least 1") {
-		t.Fatalf("reconcile --all --concurrency 0 exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "reconcile", "--config", dir, "--all", "--concurrency", "0"); r.Code != 2 || !strings.Contains(r.Stderr, "--concurrency 0: give at least 1") {
+		t.Fatalf("reconcile --all --concurrency 0 exited %d: %s", r.Code, r.Stderr)
 	}
 
-	if r = syncd(t, env, "reconcile", "--config", dir, "--all", "--source", "orders"); r.code != 2 || !strings.Contains(r.stderr, "--all and --source exclude each other") {
-		t.Fatalf("reconcile --all --source exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "reconcile", "--config", dir, "--all", "--source", "orders"); r.Code != 2 || !strings.Contains(r.Stderr, "--all and --source exclude each other") {
+		t.Fatalf("reconcile --all --source exited %d: %s", r.Code, r.Stderr)
 	}
-	if r = syncd(t, env, "reconcile", "--config", dir); r.code != 2 || !strings.Contains(r.stderr, "--source or --all is required") {
-		t.Fatalf("reconcile without --source or --all exited %d: %s", r.code, r.stderr)
+	if r = bin.Run(t, env, "reconcile", "--config", dir); r.Code != 2 || !strings.Contains(r.Stderr, "--source or --all is required") {
+		t.Fatalf("reconcile without --source or --all exited %d: %s", r.Code, r.Stderr)
 	}
 }
 
@@ -131,8 +131,8 @@ func TestStatusShowsLastReconcile(t *testing.T) {
 	path := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_STATE=" + state}
-	if r := syncd(t, env, "run", "--config", path, "--once"); r.code != 0 {
-		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", path, "--once"); r.Code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.Code, r.Stderr)
 	}
 	cfg, err := config.LoadFile(path)
 	if err != nil {
@@ -153,17 +153,17 @@ func TestStatusShowsLastReconcile(t *testing.T) {
 	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (1, 2)`)
 	dst.Exec(t, `UPDATE orders_copy SET name = 'x' WHERE id = 3`)
 	reconcileRecorded(false)
-	r := syncd(t, env, "status", "--config", path)
-	if !strings.Contains(r.stdout, "orders: the copy has diverged: the last reconcile (") ||
-		!strings.Contains(r.stdout, ") found 2 missing, 1 changed; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
-		t.Fatalf("status after a reconcile that found differences:\n%s", r.stdout)
+	r := bin.Run(t, env, "status", "--config", path)
+	if !strings.Contains(r.Stdout, "orders: the copy has diverged: the last reconcile (") ||
+		!strings.Contains(r.Stdout, ") found 2 missing, 1 changed; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
+		t.Fatalf("status after a reconcile that found differences:\n%s", r.Stdout)
 	}
 
 	reconcileRecorded(true)
 	if rowsText(t, dst, "orders_copy") != rowsText(t, src, "orders") {
 		t.Fatal("the copy differs from the source after the repair")
 	}
-	r = syncd(t, env, "status", "--config", path, "--json")
+	r = bin.Run(t, env, "status", "--config", path, "--json")
 	var st struct {
 		Sources []struct {
 			LastClean     string `json:"last_clean_reconcile_at"`
@@ -174,16 +174,16 @@ func TestStatusShowsLastReconcile(t *testing.T) {
 			} `json:"last_reconcile"`
 		} `json:"sources"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
-		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	if err := json.Unmarshal([]byte(r.Stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.Stdout)
 	}
 	if len(st.Sources) != 1 || st.Sources[0].LastClean == "" || st.Sources[0].LastReconcile == nil ||
 		!st.Sources[0].LastReconcile.Repaired || len(st.Sources[0].LastReconcile.Differences) != 0 {
-		t.Fatalf("status --json after a clean repair: %s", r.stdout)
+		t.Fatalf("status --json after a clean repair: %s", r.Stdout)
 	}
-	r = syncd(t, env, "status", "--config", path)
-	if !strings.Contains(r.stdout, "orders: last clean reconcile "+st.Sources[0].LastClean+"\n") {
-		t.Fatalf("status after a clean reconcile:\n%s", r.stdout)
+	r = bin.Run(t, env, "status", "--config", path)
+	if !strings.Contains(r.Stdout, "orders: last clean reconcile "+st.Sources[0].LastClean+"\n") {
+		t.Fatalf("status after a clean reconcile:\n%s", r.Stdout)
 	}
 }
 
@@ -198,16 +198,16 @@ func TestOneOffReconcileRecordsItsOutcome(t *testing.T) {
 	path := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, ""))
 	state := filepath.Join(dir, "state.db")
 	env := []string{"SYNCD_STATE=" + state}
-	if r := syncd(t, env, "run", "--config", path, "--once"); r.code != 0 {
-		t.Fatalf("run --once exited %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", path, "--once"); r.Code != 0 {
+		t.Fatalf("run --once exited %d: %s", r.Code, r.Stderr)
 	}
 	dst.Exec(t, `DELETE FROM orders_copy WHERE id IN (1, 2)`)
-	if r := syncd(t, env, "reconcile", "--config", path, "--source", "orders"); r.code != 1 {
-		t.Fatalf("reconcile of a copy missing 2 rows exited %d: %s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "reconcile", "--config", path, "--source", "orders"); r.Code != 1 {
+		t.Fatalf("reconcile of a copy missing 2 rows exited %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r := syncd(t, env, "status", "--config", path)
-	if !strings.Contains(r.stdout, ") found 2 missing; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
-		t.Fatalf("status after a one-off reconcile that found 2 missing:\n%s", r.stdout)
+	r := bin.Run(t, env, "status", "--config", path)
+	if !strings.Contains(r.Stdout, ") found 2 missing; last clean reconcile never; run `syncd reconcile --source orders --repair`") {
+		t.Fatalf("status after a one-off reconcile that found 2 missing:\n%s", r.Stdout)
 	}
 
 	// Held by another process: the repair still runs and exits 0, the
@@ -216,23 +216,23 @@ func TestOneOffReconcileRecordsItsOutcome(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = syncd(t, env, "reconcile", "--config", path, "--source", "orders", "--repair")
+	r = bin.Run(t, env, "reconcile", "--config", path, "--source", "orders", "--repair")
 	store.Close()
-	if r.code != 0 || !strings.Contains(r.stderr, "reconcile outcome not recorded in the state file") {
-		t.Fatalf("reconcile --repair with the state file held exited %d: %s%s", r.code, r.stdout, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "reconcile outcome not recorded in the state file") {
+		t.Fatalf("reconcile --repair with the state file held exited %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	if rowsText(t, dst, "orders_copy") != rowsText(t, src, "orders") {
 		t.Fatal("the copy differs from the source after the repair")
 	}
-	if r := syncd(t, env, "status", "--config", path); !strings.Contains(r.stdout, "last clean reconcile never") {
-		t.Fatalf("status changed while the state file was held:\n%s", r.stdout)
+	if r := bin.Run(t, env, "status", "--config", path); !strings.Contains(r.Stdout, "last clean reconcile never") {
+		t.Fatalf("status changed while the state file was held:\n%s", r.Stdout)
 	}
 
-	if r := syncd(t, env, "reconcile", "--config", path, "--source", "orders"); r.code != 0 {
-		t.Fatalf("reconcile of an equal copy exited %d: %s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "reconcile", "--config", path, "--source", "orders"); r.Code != 0 {
+		t.Fatalf("reconcile of an equal copy exited %d: %s%s", r.Code, r.Stdout, r.Stderr)
 	}
-	r = syncd(t, env, "status", "--config", path)
-	if !strings.Contains(r.stdout, "orders: last clean reconcile ") || strings.Contains(r.stdout, "never") {
-		t.Fatalf("status after a clean one-off reconcile:\n%s", r.stdout)
+	r = bin.Run(t, env, "status", "--config", path)
+	if !strings.Contains(r.Stdout, "orders: last clean reconcile ") || strings.Contains(r.Stdout, "never") {
+		t.Fatalf("status after a clean one-off reconcile:\n%s", r.Stdout)
 	}
 }

@@ -123,8 +123,8 @@ func TestPagilaSchemaCreatedFromNothing(t *testing.T) {
 	state := filepath.Join(dir, "state.db")
 	runOK := func() {
 		t.Helper()
-		if r := syncd(t, nil, "run", "--once", "--config", cfgDir, "--state", state); r.code != 0 {
-			t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+		if r := bin.Run(t, nil, "run", "--once", "--config", cfgDir, "--state", state); r.Code != 0 {
+			t.Fatalf("run: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	same := func(table, key string, want int) {
@@ -138,8 +138,8 @@ func TestPagilaSchemaCreatedFromNothing(t *testing.T) {
 		}
 	}
 
-	if r := syncd(t, nil, "validate", "--config", cfgDir); r.code != 0 {
-		t.Fatalf("validate before the first run: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "validate", "--config", cfgDir); r.Code != 0 {
+		t.Fatalf("validate before the first run: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 	if n := count(t, dst, "SELECT count(*) FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace WHERE n.nspname IN ('public', 'cat')"); n != 0 {
 		t.Fatalf("validate left %d types behind in the sink", n)
@@ -194,8 +194,8 @@ WHERE n.nspname IN ('public', 'cat') AND t.typtype IN ('e', 'd', 'c', 'r') AND t
 	if n := count(t, dst, "SELECT count(*) FROM film WHERE rating = 'NC-17'"); n != 60 {
 		t.Fatalf("copy has %d films rated NC-17, want 60", n)
 	}
-	if r := syncd(t, nil, "validate", "--config", cfgDir); r.code != 0 {
-		t.Fatalf("validate after the runs: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, nil, "validate", "--config", cfgDir); r.Code != 0 {
+		t.Fatalf("validate after the runs: exit %d\nstdout: %s\nstderr: %s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // A bigserial cursor whose sequence is set back below the watermark
@@ -34,8 +35,8 @@ sink:
   key: [id]
 `, src.URL, dst.URL))
 	env := []string{"SYNCD_STATE=" + state}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("first run: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("first run: exit %d: %s", r.Code, r.Stderr)
 	}
 	// The rows above 10 are archived and the sequence set back: new rows
 	// get ids 11 to 30, below the watermark (100).
@@ -45,33 +46,33 @@ sink:
 
 	want := []string{"items.yaml:5: source.cursor: sequence items_id_seq of public.items was set back below the watermark: its last value is 30 but the watermark is at id 100",
 		"run `syncd resync --source items --from-start`", "SELECT setval('items_id_seq', 100)"}
-	check := func(what string, r result) {
+	check := func(what string, r testutil.Result) {
 		t.Helper()
-		line := strings.TrimSpace(r.stderr)
-		ok := r.code == 2 && !strings.Contains(line, "\n")
+		line := strings.TrimSpace(r.Stderr)
+		ok := r.Code == 2 && !strings.Contains(line, "\n")
 		for _, w := range want {
 			ok = ok && strings.Contains(line, w)
 		}
 		if !ok {
-			t.Fatalf("%s after setval: exit %d, want 2 and one line containing %q:\n%s%s", what, r.code, want, r.stdout, r.stderr)
+			t.Fatalf("%s after setval: exit %d, want 2 and one line containing %q:\n%s%s", what, r.Code, want, r.Stdout, r.Stderr)
 		}
 	}
-	check("run --once", syncd(t, env, "run", "--config", cfg, "--once"))
-	r := syncd(t, env, "status", "--config", cfg, "--json")
-	if !strings.Contains(r.stdout, `"watermark": "100"`) {
-		t.Fatalf("the refused run moved the watermark:\n%s", r.stdout)
+	check("run --once", bin.Run(t, env, "run", "--config", cfg, "--once"))
+	r := bin.Run(t, env, "status", "--config", cfg, "--json")
+	if !strings.Contains(r.Stdout, `"watermark": "100"`) {
+		t.Fatalf("the refused run moved the watermark:\n%s", r.Stdout)
 	}
-	if !strings.Contains(r.stdout, `"last_status": "failed"`) {
-		t.Fatalf("status does not show the refused run as failed:\n%s", r.stdout)
+	if !strings.Contains(r.Stdout, `"last_status": "failed"`) {
+		t.Fatalf("status does not show the refused run as failed:\n%s", r.Stdout)
 	}
-	check("validate", syncd(t, env, "validate", "--config", cfg))
+	check("validate", bin.Run(t, env, "validate", "--config", cfg))
 
 	// The fix it names copies the 20 new rows.
-	if r := syncd(t, env, "resync", "--config", cfg, "--source", "items", "--from-start"); r.code != 0 {
-		t.Fatalf("resync --from-start: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "resync", "--config", cfg, "--source", "items", "--from-start"); r.Code != 0 {
+		t.Fatalf("resync --from-start: exit %d: %s", r.Code, r.Stderr)
 	}
-	if r := syncd(t, env, "run", "--config", cfg, "--once"); r.code != 0 {
-		t.Fatalf("run after resync: exit %d: %s", r.code, r.stderr)
+	if r := bin.Run(t, env, "run", "--config", cfg, "--once"); r.Code != 0 {
+		t.Fatalf("run after resync: exit %d: %s", r.Code, r.Stderr)
 	}
 	if n := count(t, dst, `SELECT count(*) FROM items_copy WHERE v LIKE 'b%'`); n != 20 {
 		t.Fatalf("after the resync the copy holds %d of the 20 rows inserted after setval", n)

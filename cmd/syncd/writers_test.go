@@ -29,13 +29,13 @@ func TestTwoWritersInOneFileRefused(t *testing.T) {
 	cfg := writeConfig(t, dir, "both.yaml", first+"---\n"+second)
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
 	for _, cmd := range [][]string{{"validate"}, {"run", "--once"}} {
-		r := syncd(t, env, append(cmd, "--config", cfg)...)
-		if r.code != 2 {
-			t.Fatalf("%v with two writers of one copy: exit %d, want 2\n%s%s", cmd, r.code, r.stdout, r.stderr)
+		r := bin.Run(t, env, append(cmd, "--config", cfg)...)
+		if r.Code != 2 {
+			t.Fatalf("%v with two writers of one copy: exit %d, want 2\n%s%s", cmd, r.Code, r.Stdout, r.Stderr)
 		}
 		for _, want := range []string{"both.yaml:", "sink.table", "the copy public.orders_copy is written by source orders", "source others", "exactly one writer"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Fatalf("%v: stderr lacks %q:\n%s", cmd, want, r.stderr)
+			if !strings.Contains(r.Stderr, want) {
+				t.Fatalf("%v: stderr lacks %q:\n%s", cmd, want, r.Stderr)
 			}
 		}
 	}
@@ -53,36 +53,36 @@ func TestTwoWritersInTwoFilesRefused(t *testing.T) {
 	dir := t.TempDir()
 	a := writeConfig(t, dir, "a.yaml", first)
 	b := writeConfig(t, dir, "b.yaml", second)
-	if r := syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "run", "--once", "--config", a); r.code != 0 {
-		t.Fatalf("first source: exit %d\n%s", r.code, r.stderr)
+	if r := bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "run", "--once", "--config", a); r.Code != 0 {
+		t.Fatalf("first source: exit %d\n%s", r.Code, r.Stderr)
 	}
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "b.db")}
 	for _, cmd := range [][]string{{"validate"}, {"run", "--once"}} {
-		r := syncd(t, env, append(cmd, "--config", b)...)
-		if r.code != 2 {
-			t.Fatalf("%v of a second writer: exit %d, want 2\n%s%s", cmd, r.code, r.stdout, r.stderr)
+		r := bin.Run(t, env, append(cmd, "--config", b)...)
+		if r.Code != 2 {
+			t.Fatalf("%v of a second writer: exit %d, want 2\n%s%s", cmd, r.Code, r.Stdout, r.Stderr)
 		}
 		for _, want := range []string{"b.yaml:", "the copy public.orders_copy is written by source orders", "source others", "DELETE FROM syncd.copies WHERE copy_table = E'public.orders_copy'"} {
-			if !strings.Contains(r.stderr, want) {
-				t.Fatalf("%v: stderr lacks %q:\n%s", cmd, want, r.stderr)
+			if !strings.Contains(r.Stderr, want) {
+				t.Fatalf("%v: stderr lacks %q:\n%s", cmd, want, r.Stderr)
 			}
 		}
 	}
 	sameTable(t, src, dst, "orders", "id")
 	// validate of the writer shows the sink's record beside the state file's.
-	r := syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "validate", "--config", a)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders: sink record: public.orders_copy at (") || !strings.Contains(r.stdout, "state file: the same") {
-		t.Fatalf("validate of the writer: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r := bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "validate", "--config", a)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders: sink record: public.orders_copy at (") || !strings.Contains(r.Stdout, "state file: the same") {
+		t.Fatalf("validate of the writer: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// status --sink shows it too, and plain status reads no database.
-	r = syncd(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "status", "--sink", "--config", a)
-	if r.code != 0 || !strings.Contains(r.stdout, "orders: sink record: public.orders_copy at (") || !strings.Contains(r.stdout, "20 pages, 1000 rows") {
-		t.Fatalf("status --sink: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	r = bin.Run(t, []string{"SYNCD_STATE=" + filepath.Join(dir, "a.db")}, "status", "--sink", "--config", a)
+	if r.Code != 0 || !strings.Contains(r.Stdout, "orders: sink record: public.orders_copy at (") || !strings.Contains(r.Stdout, "20 pages, 1000 rows") {
+		t.Fatalf("status --sink: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 	// Once the copy is released on the sink, the other source may take it.
 	dst.Exec(t, "DELETE FROM syncd.copies WHERE copy_table = 'public.orders_copy'")
-	if r := syncd(t, env, "validate", "--config", b); r.code != 0 {
-		t.Fatalf("validate after the release: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	if r := bin.Run(t, env, "validate", "--config", b); r.Code != 0 {
+		t.Fatalf("validate after the release: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
 	}
 }
 
@@ -107,9 +107,9 @@ sink:
 	cfg := writeConfig(t, dir, "p.yaml", fmt.Sprintf(pattern, "s1", src.URL, dst.URL)+"---\n"+fmt.Sprintf(pattern, "s2", src.URL, dst.URL))
 	env := []string{"SYNCD_STATE=" + filepath.Join(dir, "state.db")}
 	for _, cmd := range [][]string{{"validate"}, {"run", "--once"}} {
-		r := syncd(t, env, append(cmd, "--config", cfg)...)
-		if r.code != 2 || !strings.Contains(r.stderr, "the copy public.x_copy is written by source s1.x") || !strings.Contains(r.stderr, "source s2.x") {
-			t.Fatalf("%v: exit %d, want 2 naming s1.x, s2.x and public.x_copy\n%s%s", cmd, r.code, r.stdout, r.stderr)
+		r := bin.Run(t, env, append(cmd, "--config", cfg)...)
+		if r.Code != 2 || !strings.Contains(r.Stderr, "the copy public.x_copy is written by source s1.x") || !strings.Contains(r.Stderr, "source s2.x") {
+			t.Fatalf("%v: exit %d, want 2 naming s1.x, s2.x and public.x_copy\n%s%s", cmd, r.Code, r.Stdout, r.Stderr)
 		}
 	}
 	if tableExists(t, dst, "x_copy") {

@@ -2,7 +2,8 @@
 // real binary and read its exit code and output (Binary, Process), capture
 // a log safely while it is written and find lines in it as parsed slog
 // records (Log, Entry), compare a table with its copy row by row (Diff),
-// poll for a state instead of sleeping (Eventually), and pick a free
+// poll for a state instead of sleeping (Eventually), read a daemon's
+// /metrics with Prometheus's own parser (Scrape, Metrics), and pick a free
 // loopback address (FreeAddr).
 //
 // Only _test.go files import it: it imports package testing, and

@@ -32,6 +32,9 @@ type Binary struct {
 	// Forbid lists strings (passwords, tokens) that must never appear in
 	// the output: a run or process that prints one fails the test.
 	Forbid []string
+	// ShowOutput logs the output of a process from Start when the test
+	// fails, for tests whose failure messages do not carry it.
+	ShowOutput bool
 }
 
 // Result is what one finished process did.
@@ -53,6 +56,7 @@ func (r Result) String() string {
 func (b Binary) Run(t testing.TB, env []string, args ...string) Result {
 	t.Helper()
 	p := b.Start(t, env, args...)
+	p.show = false // the caller has the output in the Result
 	return p.Wait(t, cmpDuration(b.Timeout, DefaultTimeout))
 }
 
@@ -73,6 +77,7 @@ type Process struct {
 	args   []string
 	cmd    *exec.Cmd
 	forbid []string
+	show   bool // log the output when the test fails
 	outs   [2]*lineWriter
 	done   chan struct{}
 	err    error // of cmd.Wait, set before done is closed
@@ -84,7 +89,7 @@ type Process struct {
 // is killed when the test ends if it is still running.
 func (b Binary) Start(t testing.TB, env []string, args ...string) *Process {
 	t.Helper()
-	p := &Process{Stdout: &Log{}, Stderr: &Log{}, Output: &Log{}, path: b.Path, args: args, forbid: b.Forbid, done: make(chan struct{})}
+	p := &Process{Stdout: &Log{}, Stderr: &Log{}, Output: &Log{}, path: b.Path, args: args, forbid: b.Forbid, show: b.ShowOutput, done: make(chan struct{})}
 	p.cmd = exec.Command(b.Path, args...)
 	base := b.Env
 	if base == nil {
@@ -113,6 +118,9 @@ func (b Binary) Start(t testing.TB, env []string, args ...string) *Process {
 			<-p.done
 		}
 		p.checkForbidden(t)
+		if p.show && t.Failed() {
+			t.Logf("output of %s:\n%s", p.name(), p.Output)
+		}
 	})
 	return p
 }

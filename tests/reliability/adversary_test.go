@@ -20,12 +20,12 @@ func TestNumericKeySpelling(t *testing.T) {
 	cfg := writeFile(t, dir, "num.yaml", tableConfig{Name: "num", SourceDSN: db.URL, Table: "src", Cursor: "[updated_at, k]",
 		SinkDSN: db.URL, SinkTable: "dst"}.YAML())
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	db.Exec(t, `UPDATE src SET k = 1.00, v = 'a2', updated_at = clock_timestamp() WHERE k = 1`)
 	db.Exec(t, `UPDATE src SET k = 3.5, updated_at = clock_timestamp() WHERE k = 3.5`)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("second run: %s", r)
 	}
 	rows := func(table string) []string {

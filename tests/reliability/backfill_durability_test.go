@@ -34,7 +34,7 @@ INSERT INTO src SELECT g, timestamptz '2026-01-01' + g * interval '1 s', 'v' || 
 	cfg := writeFile(t, dir, "bf.yaml", tableConfig{Name: "bf", SourceDSN: src.URL, Table: "public.src",
 		Cursor: "[updated_at, id]", SinkDSN: sinkDB.URL, SinkTable: "public.copy", PageSize: 100}.YAML())
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	src.Exec(t, `BEGIN; ALTER TABLE src ADD COLUMN tier text; UPDATE src SET tier = 't' || id; COMMIT`)
@@ -94,7 +94,7 @@ INSERT INTO src SELECT g, timestamptz '2026-01-01' + g * interval '1 s', 'v' || 
 		t.Errorf("the backfill's progress was ahead of what the sink had made durable: %d of the %d rows at or before it lost their value", lost, behind)
 	}
 	sinkDB.Pool.Reset() // its connections died with the server
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run after the crash: %s", r)
 	}
 	cols := []string{"id", "updated_at", "val", "tier"}

@@ -108,7 +108,7 @@ func TestBadInput(t *testing.T) {
 				{"run", "--once", "--config", cfg, "--state", state},
 				{"validate", "--config", cfg},
 			} {
-				r := syncd(t, tc.env, args...)
+				r := bin.Run(t, tc.env, args...)
 				if r.Code != tc.code {
 					t.Fatalf("%s: want exit %d: %s", args[0], tc.code, r)
 				}

@@ -117,7 +117,7 @@ WHERE g.campaign_id = $1`, campaign).Scan(&total, &distinct, &outside)
 	if !churning {
 		t.Fatal("the campaign never froze during the kills")
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("final run: %s", r)
 	}
 	got := column[int64](t, db, `SELECT member_id FROM coupon_grants WHERE campaign_id = $1 ORDER BY member_id`, campaign)

@@ -185,7 +185,7 @@ WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint
 	wg.Wait()
 	killPhase := time.Since(t0)
 
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state)
 	if r.Code != 0 {
 		t.Fatalf("final run: %s", r)
 	}
@@ -194,7 +194,7 @@ WHERE s.updated_at < $1 AND (s.updated_at, s.id) <= ($2::timestamptz, $3::bigint
 		t.Fatalf("after %d kills the copy differs from the source: %d rows missing or different, %d extra", ks.live, missing, extra)
 	}
 	// syncd's own value-level reconcile agrees.
-	if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "crash"); r.Code != 0 {
+	if r := bin.Run(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "crash"); r.Code != 0 {
 		t.Fatalf("reconcile after the kills: %s", r)
 	}
 	n := count(t, db, "src")

@@ -237,7 +237,7 @@ func TestDurabilityWhateverTheSinkSettings(t *testing.T) {
 			if lost != 0 {
 				t.Errorf("the watermark was ahead of what the sink had made durable: %d of the %d rows at or before it were lost by the crash", lost, behind)
 			}
-			if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 				t.Fatalf("run after the crash: %s", r)
 			}
 			sinkDB.Pool.Reset() // its connections died with the server
@@ -345,7 +345,7 @@ func campaignDurability(t *testing.T, cl *pgtest.Cluster) {
 	if failures != 0 {
 		return
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("final run: %s", r)
 	}
 	sinkDB.Pool.Reset()
@@ -384,11 +384,11 @@ func TestFsyncOffWarning(t *testing.T) {
 		{"camp", couponYAML("camp", local.URL, remote.URL, campaign, 100)},
 	} {
 		cfg := writeFile(t, dir, c.name+".yaml", c.yaml)
-		r := syncd(t, nil, "validate", "--config", cfg)
+		r := bin.Run(t, nil, "validate", "--config", cfg)
 		if r.Code != 0 || !strings.Contains(r.Stdout, c.name+": warning: "+want+"\n") {
 			t.Fatalf("%s: validate must exit 0 with the line %q: %s", c.name, c.name+": warning: "+want, r)
 		}
-		r = syncd(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, c.name+".db"))
+		r = bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", filepath.Join(dir, c.name+".db"))
 		if r.Code != 0 {
 			t.Fatalf("%s: run: %s", c.name, r)
 		}

@@ -64,13 +64,6 @@ func sameRows(t *testing.T, src *pgxpool.Pool, srcTable string, dst *pgxpool.Poo
 	return testutil.RequireEqual(t, src, srcTable, dst, dstTable)
 }
 
-// startRun starts `run --once` with a debug log (a "page applied" record
-// per page) and returns the running process.
-func startRun(t *testing.T, cfg, state string) *testutil.Process {
-	t.Helper()
-	return bin.Start(t, nil, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
-}
-
 // faultOutcome checks a run hit by a fault: it either completed (a build
 // that retries) or exited 1 ending with one clear "syncd run:" line that
 // names what failed. It returns "retried" or "exit 1".
@@ -109,7 +102,7 @@ func TestTerminatedConnections(t *testing.T) {
 	hits := 0
 	for i := range 5 {
 		db.Exec(t, `UPDATE src SET updated_at = now(), val = val || '!' WHERE id % 5 = $1`, i)
-		p := startRun(t, cfg, state)
+		p := bin.Start(t, nil, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
 		// Let syncd page for a while (a few pages more each round), then
 		// end its sessions.
 		p.Output.AwaitCount(time.Minute, 2+3*i, "page applied")
@@ -124,7 +117,7 @@ func TestTerminatedConnections(t *testing.T) {
 		if n > 0 && faultOutcome(t, r, "terminat", "connection", "closed", "EOF", "unexpected") == "exit 1" {
 			hits++
 		}
-		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 			t.Fatalf("run after the fault: %s", r)
 		}
 		sameRows(t, db.Pool, "src", db.Pool, "copy")
@@ -142,7 +135,7 @@ func TestStatementTimeout(t *testing.T) {
 	db := pgtest.NewDB(t)
 	faultTable(t, db.Pool, 2_000)
 	cfg, state := srcToCopy(t, db, "timeout", 100, "")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	before := cursorOf(t, cfg, state, "timeout")
@@ -157,7 +150,7 @@ func TestStatementTimeout(t *testing.T) {
 	if _, err := locker.Exec(ctx, `LOCK TABLE copy IN ACCESS EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state)
 	if err := locker.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +158,7 @@ func TestStatementTimeout(t *testing.T) {
 	if after := cursorOf(t, cfg, state, "timeout"); outcome == "exit 1" && compareCursor(t, before, after) != 0 {
 		t.Fatalf("the failed run moved the watermark from %v to %v", before, after)
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run after the lock was released: %s", r)
 	}
 	sameRows(t, db.Pool, "src", db.Pool, "copy")
@@ -190,7 +183,7 @@ func TestServerRestart(t *testing.T) {
 			cfg := writeFile(t, dir, side+".yaml", tableConfig{Name: side, SourceDSN: srcURL, Table: "public." + table,
 				Cursor: "[updated_at, id]", SinkDSN: dstURL, SinkTable: "public." + copyT, PageSize: 50}.YAML())
 			state := filepath.Join(dir, "state.db")
-			p := startRun(t, cfg, state)
+			p := bin.Start(t, nil, "run", "--once", "--log-level", "debug", "--config", cfg, "--state", state)
 			// Stop the server in the middle of the run: after a few pages.
 			p.WaitLogCount(t, time.Minute, 5, "page applied")
 			if err := cl.Stop(ctx, "immediate"); err != nil {
@@ -204,7 +197,7 @@ func TestServerRestart(t *testing.T) {
 			// server; a fast run can finish before the pool pings them.
 			remote.Pool.Reset()
 			outcome := faultOutcome(t, r, side, "connect", "terminat", "EOF", "closed", "unexpected", "shut")
-			if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 				t.Fatalf("run after the restart: %s", r)
 			}
 			n := sameRows(t, srcPool, table, dstPool, copyT)

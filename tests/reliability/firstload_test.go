@@ -103,7 +103,7 @@ func TestFirstLoadChunkDurableWhateverTheSinkSettings(t *testing.T) {
 	if lost != 0 {
 		t.Fatalf("chunks were marked done ahead of what the sink had made durable: %d of their %d rows were lost by the crash", lost, behind)
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run after the crash: %s", r)
 	}
 	sinkDB.Pool.Reset() // its connections died with the server

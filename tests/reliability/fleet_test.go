@@ -182,7 +182,7 @@ sink:
 	var r result
 	var fleet cli.FleetStatus
 	testutil.EventuallyState(t, 30*time.Second, "status --fleet --json to read the sink", func() (bool, string) {
-		r = syncd(t, nil, "status", "--fleet", "--json", "--config", cfg)
+		r = bin.Run(t, nil, "status", "--fleet", "--json", "--config", cfg)
 		return r.Code == 0 && json.Unmarshal([]byte(r.Stdout), &fleet) == nil, r.String()
 	})
 	if len(fleet.Sources) != fleetTables {
@@ -194,7 +194,7 @@ sink:
 		}
 	}
 	d.stop(t)
-	r = syncd(t, nil, "status", "--fleet", "--config", cfg) // no replica left: the slots are free
+	r = bin.Run(t, nil, "status", "--fleet", "--config", cfg) // no replica left: the slots are free
 	if lines := lines(r.Stdout); r.Code != 0 || len(lines) != fleetTables+1 || !strings.HasPrefix(lines[0], "SOURCE") ||
 		!strings.Contains(lines[1], "p.t01") || !strings.Contains(lines[1], " pid "+strconv.Itoa(d.p.Pid())+" ") || !strings.Contains(lines[1], " no ") {
 		t.Errorf("status --fleet after the last replica stopped: %s", r)

@@ -21,13 +21,6 @@ import (
 // result is what one syncd process did.
 type result = testutil.Result
 
-// syncd runs the binary to completion with args and env (KEY=VALUE) added
-// to a clean environment.
-func syncd(t *testing.T, env []string, args ...string) result {
-	t.Helper()
-	return bin.Run(t, env, args...)
-}
-
 // baseEnv is the environment every syncd process gets: PATH and HOME only,
 // so nothing from the developer's shell (SYNCD_STATE, PG*) leaks in.
 func baseEnv() []string {
@@ -72,7 +65,7 @@ func yamlQuote(s string) string {
 // status reads `syncd status --json`.
 func status(t *testing.T, config, state string) ops.Status {
 	t.Helper()
-	r := syncd(t, nil, "status", "--json", "--config", config, "--state", state)
+	r := bin.Run(t, nil, "status", "--json", "--config", config, "--state", state)
 	if r.Code != 0 {
 		t.Fatalf("status: %s", r)
 	}

@@ -44,18 +44,18 @@ func TestHostileIdentifiers(t *testing.T) {
 		{"validate", "--config", cfg},
 		{"run", "--once", "--config", cfg, "--state", state},
 	} {
-		if r := syncd(t, nil, args...); r.Code != 0 {
+		if r := bin.Run(t, nil, args...); r.Code != 0 {
 			t.Fatalf("%s: %s", args[0], r)
 		}
 	}
 	db.Exec(t, `UPDATE `+q(schema)+`.`+q(table)+` SET `+q(ts)+` = now(), `+q(note)+` = 'changed "; --' WHERE `+q(id)+` % 10 = 0`)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("second run: %s", r)
 	}
-	if r := syncd(t, nil, "resync", "--config", cfg, "--state", state, "--source", "hostile", "--from-start"); r.Code != 0 {
+	if r := bin.Run(t, nil, "resync", "--config", cfg, "--state", state, "--source", "hostile", "--from-start"); r.Code != 0 {
 		t.Fatalf("resync: %s", r)
 	}
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run after resync: %s", r)
 	}
 	missing, extra := diff(t, db, q(schema)+"."+q(table), q(schema)+"."+q(sinkT))

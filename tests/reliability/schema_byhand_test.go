@@ -27,7 +27,7 @@ INSERT INTO h_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	cfg := writeFile(t, dir, "h.yaml", tableConfig{Name: "h", SourceDSN: db.URL, Table: "public.h_src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.h_copy", PageSize: 50}.YAML()+"schema_changes: fail\n")
 	state := filepath.Join(dir, "state.db")
-	run := func() result { t.Helper(); return syncd(t, nil, "run", "--once", "--config", cfg, "--state", state) }
+	run := func() result { t.Helper(); return bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state) }
 	if r := run(); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
@@ -72,7 +72,7 @@ INSERT INTO ls_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n'
 	cfg := writeFile(t, dir, "ls.yaml", tableConfig{Name: "ls", SourceDSN: db.URL, Table: "public.ls_src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.ls_copy", PageSize: 50}.YAML())
 	state := filepath.Join(dir, "state.db")
-	run := func() result { t.Helper(); return syncd(t, nil, "run", "--once", "--config", cfg, "--state", state) }
+	run := func() result { t.Helper(); return bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state) }
 	if r := run(); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}

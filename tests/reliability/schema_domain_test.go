@@ -31,7 +31,7 @@ INSERT INTO film SELECT i, now() - interval '1 hour' + i * interval '1 s', 'film
 	cfg = writeFile(t, dir, "film.yaml", tableConfig{Name: "film", SourceDSN: src.URL, Table: "public.film", Cursor: "[updated_at, id]",
 		SinkDSN: dst.URL, SinkTable: "public.film", PageSize: 100}.YAML()+extra)
 	state = filepath.Join(dir, "state.db")
-	run = func() result { t.Helper(); return syncd(t, nil, "run", "--once", "--config", cfg, "--state", state) }
+	run = func() result { t.Helper(); return bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state) }
 	if r := run(); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
@@ -73,7 +73,7 @@ func sameFilms(t *testing.T, src, dst *pgtest.DB) {
 func TestDomainWidenedIsFollowed(t *testing.T) {
 	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
 	run, cfg, state := domainCopy(t, src, dst, "")
-	r := syncd(t, nil, "validate", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state)
 	if r.Code != 0 || !strings.Contains(r.Stdout, `domain "public"."year" differs in the sink`) || !strings.Contains(r.Stdout, `ALTER DOMAIN "public"."year" ADD CONSTRAINT "year_check" CHECK`) {
 		t.Fatalf("validate after the domain change: %s", r)
 	}
@@ -81,7 +81,7 @@ func TestDomainWidenedIsFollowed(t *testing.T) {
 		t.Fatalf("run after the domain change: %s", r)
 	}
 	sameFilms(t, src, dst)
-	if r := syncd(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 || strings.Contains(r.Stdout, "domain") {
+	if r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 || strings.Contains(r.Stdout, "domain") {
 		t.Fatalf("validate after the run: %s", r)
 	}
 }
@@ -93,7 +93,7 @@ func TestDomainWidenedIsFollowed(t *testing.T) {
 func TestDomainWidenedUnderFail(t *testing.T) {
 	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
 	run, cfg, state := domainCopy(t, src, dst, "schema_changes: fail\n")
-	if r := syncd(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 2 || !strings.Contains(r.Stderr, `ALTER DOMAIN "public"."year"`) || len(lines(r.Stderr)) != 1 {
+	if r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 2 || !strings.Contains(r.Stderr, `ALTER DOMAIN "public"."year"`) || len(lines(r.Stderr)) != 1 {
 		t.Fatalf("validate under fail: want exit 2 naming ALTER DOMAIN, got %s", r)
 	}
 	r := run()

@@ -22,7 +22,7 @@ INSERT INTO i_src SELECT i, now() - interval '1 hour' + i * interval '1 ms', 'a'
 	cfg = writeFile(t, dir, "i.yaml", tableConfig{Name: "i", SourceDSN: db.URL, Table: "public.i_src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.i_copy", PageSize: 300}.YAML()+extra)
 	state = filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	return cfg, state
@@ -53,9 +53,9 @@ func firstRow(s []string) string {
 func TestRunOnceColumnIdentity(t *testing.T) {
 	db := pgtest.NewDB(t)
 	cfg, state := identityCopy(t, db, "")
-	run := func() result { t.Helper(); return syncd(t, nil, "run", "--once", "--config", cfg, "--state", state) }
+	run := func() result { t.Helper(); return bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state) }
 	db.Exec(t, `ALTER TABLE i_src DROP COLUMN v, ADD COLUMN v text NOT NULL DEFAULT 'seven'`)
-	if r := syncd(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stdout, `column "v" was dropped and added again (text)`) {
+	if r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 || !strings.Contains(r.Stdout, `column "v" was dropped and added again (text)`) {
 		t.Fatalf("validate after drop and add: %s", r)
 	}
 	if r := run(); r.Code != 0 {
@@ -68,7 +68,7 @@ func TestRunOnceColumnIdentity(t *testing.T) {
 	}
 
 	db.Exec(t, `BEGIN; ALTER TABLE i_src RENAME COLUMN a TO tmp; ALTER TABLE i_src RENAME COLUMN b TO a; ALTER TABLE i_src RENAME COLUMN tmp TO b; COMMIT`)
-	if r := syncd(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 2 || !strings.Contains(r.Stderr, "renamed") {
+	if r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 2 || !strings.Contains(r.Stderr, "renamed") {
 		t.Fatalf("validate after a swap: %s", r)
 	}
 	r := run()
@@ -95,7 +95,7 @@ func TestRunOnceColumnIdentityUnderFail(t *testing.T) {
 	before := schemaRows(t, db.Pool, "i_copy", []string{"id", "a", "b", "v"})
 	db.Exec(t, `ALTER TABLE i_src DROP COLUMN v, ADD COLUMN v integer DEFAULT 7`)
 	for _, args := range [][]string{{"validate"}, {"run", "--once"}} {
-		r := syncd(t, nil, append(args, "--config", cfg, "--state", state)...)
+		r := bin.Run(t, nil, append(args, "--config", cfg, "--state", state)...)
 		want := map[string]int{"validate": 2, "run": 1}[args[0]]
 		if r.Code != want || !strings.Contains(r.Stderr, `column "v" was dropped and added again`) || !strings.Contains(r.Stderr, "schema_changes is fail") {
 			t.Fatalf("%s after drop and add under fail: want exit %d, got %s", args[0], want, r)
@@ -103,7 +103,7 @@ func TestRunOnceColumnIdentityUnderFail(t *testing.T) {
 	}
 	db.Exec(t, `ALTER TABLE i_src DROP COLUMN v; ALTER TABLE i_src ADD COLUMN v integer NOT NULL DEFAULT 1;
 BEGIN; ALTER TABLE i_src RENAME COLUMN a TO tmp; ALTER TABLE i_src RENAME COLUMN b TO a; ALTER TABLE i_src RENAME COLUMN tmp TO b; COMMIT`)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 1 || !strings.Contains(r.Stderr, "renamed") {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 1 || !strings.Contains(r.Stderr, "renamed") {
 		t.Fatalf("run after a swap under fail: %s", r)
 	}
 	if after := schemaRows(t, db.Pool, "i_copy", []string{"id", "a", "b", "v"}); !slices.Equal(before, after) {

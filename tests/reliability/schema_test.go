@@ -241,20 +241,20 @@ INSERT INTO %[1]s_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 
 	// The bystander still syncs after the others stopped.
 	exec(`UPDATE bystander_src SET name = 'late', updated_at = now() WHERE id <= 10`)
 	waitEqual("bystander", cols)
-	_, metrics := d.get(t, "/metrics")
-	for _, m := range []string{
-		`syncd_schema_changes_total{change="column_added",source="add_default"} 2`,
-		`syncd_schema_changes_total{change="column_dropped",source="drop"} 1`,
-		`syncd_schema_changes_total{change="type_widened",source="widen"} 3`,
+	m := testutil.Scrape(t, d.addr)
+	for series, want := range map[string]float64{
+		`syncd_schema_changes_total{change="column_added",source="add_default"}`: 2,
+		`syncd_schema_changes_total{change="column_dropped",source="drop"}`:      1,
+		`syncd_schema_changes_total{change="type_widened",source="widen"}`:       3,
 	} {
-		if !strings.Contains(metrics, m) {
-			t.Errorf("metrics lack %s", m)
+		if got, ok := m.Series[series]; !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
 		}
 	}
 	// The refused rename is counted on every tick that meets it: at least
 	// once (the series itself exists from the start, at 0).
-	if n := metricValue(t, metrics, `syncd_schema_changes_total{change="column_renamed",source="rename"}`); n < 1 {
-		t.Errorf("column_renamed of source rename counted %v times, want at least 1", n)
+	if n, ok := m.Series[`syncd_schema_changes_total{change="column_renamed",source="rename"}`]; !ok || n < 1 {
+		t.Errorf("column_renamed of source rename counted %v times (present %v), want at least 1", n, ok)
 	}
 	d.stop(t)
 }
@@ -278,7 +278,7 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		SinkDSN: db.URL, SinkTable: "public.o_copy", PageSize: 200}.YAML()
 	cfg := writeFile(t, dir, "o.yaml", base)
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE o_src ADD COLUMN tier text NOT NULL DEFAULT 'gold', DROP COLUMN gone`); err != nil {
@@ -286,20 +286,20 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 	}
 	// validate reads the state file the runs write: a column is "added"
 	// only to a copy syncd has followed.
-	r := syncd(t, nil, "validate", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state)
 	if r.Code != 0 || !strings.Contains(r.Stdout, `column "tier" (text) of the source is not in the copy public.o_copy: the next run adds it and backfills it`) ||
 		!strings.Contains(r.Stdout, `column "gone" of the copy public.o_copy is not in the source public.o_src (dropped there?)`) {
 		t.Fatalf("validate: %s", r)
 	}
 	failCfg := writeFile(t, dir, "o.yaml", base+"schema_changes: fail\n")
-	r = syncd(t, nil, "validate", "--config", failCfg, "--state", state)
+	r = bin.Run(t, nil, "validate", "--config", failCfg, "--state", state)
 	if r.Code != 2 || !strings.Contains(r.Stderr, failCfg+":"+strconv.Itoa(strings.Count(base, "\n")+1)+`: schema_changes: source o: column "tier" (text) of the source is not in the copy public.o_copy; the copy is not changed because schema_changes is fail`) ||
 		strings.Count(strings.TrimSpace(r.Stderr), "\n") > 0 {
 		t.Fatalf("validate under fail: %s", r)
 	}
 	// The run stops this source alone: exit 1, one line naming the change,
 	// and the state says the source failed.
-	r = syncd(t, nil, "run", "--once", "--config", failCfg, "--state", state)
+	r = bin.Run(t, nil, "run", "--once", "--config", failCfg, "--state", state)
 	if last := lines(r.Stderr); r.Code != 1 || !strings.Contains(last[len(last)-1], `column "tier" (text) was added`) || !strings.Contains(last[len(last)-1], "schema_changes is fail") {
 		t.Fatalf("run under fail: %s", r)
 	}
@@ -312,7 +312,7 @@ INSERT INTO o_src SELECT i, now() - interval '1 hour' + i * interval '1 s', 'n' 
 		t.Fatalf("schema_changes: fail altered the copy: %v", got)
 	}
 	cfg = writeFile(t, dir, "o.yaml", base)
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run under evolve: %s", r)
 	}
 	cols := []string{"id", "updated_at", "name", "tier"}
@@ -342,13 +342,13 @@ INSERT INTO n_src SELECT i, now() - interval '1 hour' + i * interval '1 s', i FR
 	cfg := writeFile(t, dir, "n.yaml", tableConfig{Name: "n", SourceDSN: db.URL, Table: "public.n_src", Cursor: "[updated_at, id]",
 		SinkDSN: db.URL, SinkTable: "public.n_copy", PageSize: 20}.YAML())
 	state := filepath.Join(dir, "state.db")
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("first run: %s", r)
 	}
 	if _, err := db.Pool.Exec(ctx, `ALTER TABLE n_src ALTER COLUMN v TYPE smallint`); err != nil {
 		t.Fatal(err)
 	}
-	r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state)
+	r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state)
 	want := `syncd run: source n: source schema changed: column "v" changed type from integer to smallint`
 	if r.Code != 1 || !strings.HasPrefix(r.Stderr, want) || strings.Count(r.Stderr, "source n:") != 1 ||
 		!strings.Contains(r.Stderr, `ALTER TABLE "public"."n_copy" ALTER COLUMN "v" TYPE smallint`) ||
@@ -358,21 +358,4 @@ INSERT INTO n_src SELECT i, now() - interval '1 hour' + i * interval '1 s', i FR
 	if got := copyColumns(t, db.Pool, "n_copy"); got["v"] != "integer" {
 		t.Fatalf("the refused change altered the copy: %v", got)
 	}
-}
-
-// metricValue is the value of the series line of metrics that starts with
-// series (a missing series fails the test).
-func metricValue(t *testing.T, metrics, series string) float64 {
-	t.Helper()
-	for _, l := range strings.Split(metrics, "\n") {
-		if v, ok := strings.CutPrefix(l, series+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				t.Fatalf("series %s: value %q: %v", series, v, err)
-			}
-			return f
-		}
-	}
-	t.Fatalf("metrics lack %s", series)
-	return 0
 }

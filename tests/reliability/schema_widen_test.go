@@ -16,7 +16,7 @@ func TestRunOnceFollowsWidening(t *testing.T) {
 	cfg, state := identityCopy(t, db, "")
 	db.Exec(t, `ALTER TABLE i_src ALTER COLUMN name TYPE varchar(200)`)
 	db.Exec(t, fmt.Sprintf(`UPDATE i_src SET name = '%s', updated_at = now() WHERE id %% 100 = 0`, strings.Repeat("w", 150)))
-	if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("run --once after a widening: %s", r)
 	}
 	if got := copyColumns(t, db.Pool, "i_copy")["name"]; got != "character varying(200)" {
@@ -27,7 +27,7 @@ func TestRunOnceFollowsWidening(t *testing.T) {
 	if err := db.Pool.QueryRow(context.Background(), "SELECT count(*) FROM i_copy WHERE length(name) = 150").Scan(&n); err != nil || n != 10 {
 		t.Fatalf("%d long names in the copy, want 10", n)
 	}
-	if r := syncd(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 {
+	if r := bin.Run(t, nil, "validate", "--config", cfg, "--state", state); r.Code != 0 {
 		t.Fatalf("validate: %s", r)
 	}
 }

@@ -107,7 +107,7 @@ func TestPasswordsNeverPrinted(t *testing.T) {
 			{"reconcile", "--config", cfg, "--state", state, "--source", "sec"},
 			{"reconcile", "--config", cfg, "--state", state, "--source", "sec", "--json"},
 		} {
-			r := syncd(t, v.env, args...)
+			r := bin.Run(t, v.env, args...)
 			if testing.Verbose() && args[0] == "run" && len(args) == 6 {
 				t.Logf("%s: %s", v.name, strings.TrimSpace(r.Stderr))
 			}
@@ -201,7 +201,7 @@ func TestLeastPrivilege(t *testing.T) {
 				{"validate", "--config", cfg},
 				{"run", "--once", "--config", cfg, "--state", state},
 			} {
-				r := syncd(t, nil, args...)
+				r := bin.Run(t, nil, args...)
 				warned := false
 				for _, l := range lines(r.Stdout) {
 					warned = warned || strings.Contains(l, "warning:") && !strings.Contains(l, "does not exist yet")
@@ -211,13 +211,13 @@ func TestLeastPrivilege(t *testing.T) {
 				}
 			}
 			db.Exec(t, `UPDATE app.orders SET updated_at = now(), note = 'again' WHERE id % 4 = 0`)
-			if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+			if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
 				t.Fatalf("second run with least privileges: %s", r)
 			}
 			if missing, extra := diff(t, db, "app.orders", tc.table); missing != 0 || extra != 0 {
 				t.Fatalf("copy differs: %d missing, %d extra", missing, extra)
 			}
-			if r := syncd(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "lp"); r.Code != 0 {
+			if r := bin.Run(t, nil, "reconcile", "--config", cfg, "--state", state, "--source", "lp"); r.Code != 0 {
 				t.Fatalf("reconcile with least privileges: %s", r)
 			}
 		})
@@ -258,7 +258,7 @@ func TestLeastPrivilegeCoupon(t *testing.T) {
 			{"validate", "--config", cfg},
 			{"run", "--once", "--config", cfg, "--state", state},
 		} {
-			if r := syncd(t, nil, args...); r.Code != 0 {
+			if r := bin.Run(t, nil, args...); r.Code != 0 {
 				t.Fatalf("%s with least privileges: %s", args[0], r)
 			}
 		}

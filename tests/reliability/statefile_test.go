@@ -47,7 +47,7 @@ func (s *smallSync) insert(t *testing.T, n int) {
 
 func (s *smallSync) run(t *testing.T) result {
 	t.Helper()
-	return syncd(t, nil, "run", "--once", "--config", s.cfg, "--state", s.state)
+	return bin.Run(t, nil, "run", "--once", "--config", s.cfg, "--state", s.state)
 }
 
 func (s *smallSync) mustRun(t *testing.T) {
@@ -152,7 +152,7 @@ func TestDamagedStateFile(t *testing.T) {
 				{"status", "--json", "--config", s.cfg, "--state", s.state},
 				{"reconcile", "--config", s.cfg, "--state", s.state, "--source", "small"},
 			} {
-				r := syncd(t, nil, args...)
+				r := bin.Run(t, nil, args...)
 				line := oneLine(t, r, 1, append([]string{s.state}, d.want...)...)
 				t.Logf("%s: %s", args[0], line)
 				if !bytes.Equal(readBytes(t, s.state), before) {
@@ -168,7 +168,7 @@ func TestDamagedStateFile(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if r := syncd(t, nil, "resync", "--config", s.cfg, "--state", s.state, "--source", "small", "--from-start"); r.Code != 0 {
+			if r := bin.Run(t, nil, "resync", "--config", s.cfg, "--state", s.state, "--source", "small", "--from-start"); r.Code != 0 {
 				t.Fatalf("resync: %s", r)
 			}
 			s.mustRun(t)
