@@ -98,7 +98,11 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		}
 		var froze bool
 		if same {
-			froze, err = g.freezeInDB(ctx, srcTable, g.cfg.Sink.GrantPageSize)
+			first := g.cfg.Sink.GrantPageSize
+			if g.stopped() {
+				first = 0 // asked to stop before the freeze: no page starts
+			}
+			froze, err = g.freezeInDB(ctx, srcTable, first)
 		} else {
 			froze, err = g.freezeStream(ctx, src, srcTable)
 		}
@@ -441,6 +445,17 @@ func (g *Grants) freezeInDBSQL(srcTable config.Table, unique, onConflict bool) (
 		q += " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
 	}
 	return q, bound
+}
+
+// stopped reports whether the run was asked to stop (a graceful stop:
+// the page in flight commits, no new page starts).
+func (g *Grants) stopped() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
 }
 
 // takeFrozenPage returns the grant page that the freeze committed with the

@@ -28,6 +28,7 @@ type Grants struct {
 	keyIdx   []int         // their positions in a page's rows
 	written  int64         // new grants made through this sink
 	test     *plan.TestSignals
+	stop     <-chan struct{} // the run's graceful stop (plan.Options.Stop)
 
 	grantSQL, progressSQL string
 	spanSQL, positionSQL  string

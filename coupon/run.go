@@ -68,7 +68,7 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 		}
 		return nil, cmp.Or(serr, err)
 	}
-	g.test = o.Test
+	g.test, g.stop = o.Test, o.Stop
 	r := &campaignRun{c: c, log: log, src: src, g: g, stats: &Stats{Campaign: c.Sink.Campaign}}
 	return &plan.Plan{
 		Reader:   r,

@@ -329,7 +329,7 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 // sink session when it is a sink.LockHolder (else on a connection of its
 // own), then the plan's before hook.
 func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
-	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test})
+	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test, Stop: r.o.Stop})
 	if err != nil {
 		return err
 	}
