@@ -67,9 +67,10 @@ func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
 // selects at as_of are written, in key order, to the target chunks table in
 // one sink transaction with the campaign row. src is the connection to the
 // source database, whose role decides which rows the targets are: only when
-// the sink connection provably reads with the same rights (sameRights) are
-// the chunks built by one INSERT ... SELECT on the sink, otherwise the keys
-// are streamed from src and the chunks written with COPY.
+// the sink connection provably reads the same database with the same
+// rights (sameRights) does the sink's database freeze the targets itself,
+// granting the first page in the same statement (freezeInDB); otherwise
+// the keys are streamed from src and the chunks written with COPY.
 //
 // Chunks, not one row per target: a row per target with its primary key
 // cost as much to write as the grants themselves (the freeze took as long
