@@ -623,15 +623,6 @@ func (c *chunker) take() (row [][]byte, ok bool) {
 	return row, true
 }
 
-// insertChunkSQL inserts one row of the chunks table from text parameters.
-func (g *Grants) insertChunkSQL() string {
-	params := []string{"$1", "$2::bigint", "$3::integer"}
-	for i := range g.keys {
-		params = append(params, fmt.Sprintf("$%d::text[]", i+4))
-	}
-	return "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") VALUES (" + strings.Join(params, ", ") + ")"
-}
-
 func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {
 	_, err := tx.Exec(ctx, "UPDATE "+g.t.campaigns+" SET targets = $2 WHERE campaign_id = $1", g.campaign, n)
 	return err
