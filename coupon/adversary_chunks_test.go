@@ -583,7 +583,9 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 // skipped by the run lock) and in grant_page_size (300 and 1000, against
 // 1000-target chunks). Both first pages are held on a grant of one of
 // their targets by a transaction left open until both wait there, so that
-// they really grant at once. Both succeed, each target has one grant,
+// they really grant at once (a fresh campaign: the freeze, which grants
+// the first page, waits there, and the other run on its campaign row).
+// Both succeed, each target has one grant,
 // their new grants add up to the targets left, exactly one of them froze,
 // and a run after them grants 0 and reads no page.
 func TestAdvTwoRunsAtOnce(t *testing.T) {
@@ -612,9 +614,20 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			dir := t.TempDir()
 			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", writeConfig(t, configYAML(db, db, 300)), "--state", dir+"/a.db")
 			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), "--state", dir+"/b.db")
-			a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
-				return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
-			})
+			if resumed {
+				a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
+					return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
+				})
+			} else {
+				// A fresh campaign in the grants' database is frozen with its
+				// first page in one statement: one run's freeze waits on the
+				// open grant, the other on that freeze's campaign row, and
+				// both grant the later pages at once.
+				a.Eventually(t, time.Minute, "one freeze waiting on the open grant, the other run on its campaign row", func() bool {
+					return advWaiting(t, db, "transactionid", "WITH syncd_t") == 1 &&
+						advWaiting(t, db, "transactionid", `INSERT INTO "public"."syncd_campaigns"`) == 1
+				})
+			}
 			if err := blocker.Rollback(ctx); err != nil {
 				t.Fatal(err)
 			}

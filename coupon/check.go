@@ -3,6 +3,7 @@ package coupon
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/syncd/syncd/config"
@@ -16,13 +17,20 @@ import (
 // campaign still matches the config. It returns warnings for `syncd
 // validate` to print.
 func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error) {
-	g, err := Open(ctx, c)
+	t, err := tablesOf(c)
 	if err != nil {
 		return nil, err
 	}
-	defer g.Close(context.WithoutCancel(ctx))
-	g.keys = src.Table.Cursor
-	sel, bound := g.selectKeys(src.Table.Ident, pgutil.IdentList("", g.keyNames()), "", 1)
+	// The grants session is opened while the source plans the targets'
+	// query: a connection is most of what validating a campaign costs.
+	var (
+		g    *Grants
+		gerr error
+		wg   sync.WaitGroup
+	)
+	wg.Go(func() { g, gerr = Open(ctx, c) })
+	plan := &Grants{cfg: c, t: t, keys: src.Table.Cursor}
+	sel, bound := plan.selectKeys(src.Table.Ident, pgutil.IdentList("", plan.keyNames()), "", 1)
 	var args []any
 	if bound {
 		args = append(args, time.Now().UTC().Format(time.RFC3339Nano))
@@ -32,9 +40,17 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 		rows.Close()
 		err = rows.Err()
 	}
+	wg.Wait()
+	if g != nil {
+		defer g.Close(context.WithoutCancel(ctx))
+	}
 	if err != nil {
 		return nil, c.Errorf("source.where", "the targets query does not plan: %v", err)
 	}
+	if gerr != nil {
+		return nil, gerr
+	}
+	g.keys = src.Table.Cursor
 	var warnings []string
 	w, err := sink.FsyncWarning(ctx, g.conn, c.Sink.DSN)
 	if err != nil {

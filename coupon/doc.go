@@ -13,7 +13,11 @@
 //     transaction with the campaign row, as chunks of up to ChunkSize keys
 //     (one row each: a row per target cost as much as the grants). A crash
 //     before that commit leaves nothing; every later run reads the stored
-//     targets and never evaluates where again.
+//     targets and never evaluates where again. When the targets and the
+//     grants are in one database read as one role (sameRights), that
+//     database freezes them itself and grants the first page in the same
+//     statement and transaction (freezeInDB); otherwise the keys are
+//     streamed from the source session.
 //   - Grants are paged by position in that frozen order, never OFFSET over
 //     a changing table. Each page is one sink transaction: a plain INSERT
 //     ... SELECT of its targets from the chunks (ON CONFLICT (campaign_id,

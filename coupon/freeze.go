@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/page"
 )
 
 // Campaign is a campaign's row in syncd_campaigns.
@@ -34,6 +35,10 @@ type Campaign struct {
 	Status string
 	// Frozen is true when this call froze the campaign.
 	Frozen bool
+	// InDB is true when this call froze it in the sink's database, which
+	// is the source's, with the first grant page (freezeInDB); false when
+	// the keys were streamed from the source session (freezeStream).
+	InDB bool
 }
 
 // Campaign statuses.
@@ -62,9 +67,10 @@ func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
 // selects at as_of are written, in key order, to the target chunks table in
 // one sink transaction with the campaign row. src is the connection to the
 // source database, whose role decides which rows the targets are: only when
-// the sink connection provably reads with the same rights (sameRights) are
-// the chunks built by one INSERT ... SELECT on the sink, otherwise the keys
-// are streamed from src and the chunks written with COPY.
+// the sink connection provably reads the same database with the same
+// rights (sameRights) does the sink's database freeze the targets itself,
+// granting the first page in the same statement (freezeInDB); otherwise
+// the keys are streamed from src and the chunks written with COPY.
 //
 // Chunks, not one row per target: a row per target with its primary key
 // cost as much to write as the grants themselves (the freeze took as long
@@ -93,7 +99,11 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		}
 		var froze bool
 		if same {
-			froze, err = g.freezeSame(ctx, srcTable)
+			first := g.cfg.Sink.GrantPageSize
+			if g.stopped() {
+				first = 0 // asked to stop before the freeze: no page starts
+			}
+			froze, err = g.freezeInDB(ctx, srcTable, first)
 		} else {
 			froze, err = g.freezeStream(ctx, src, srcTable)
 		}
@@ -113,6 +123,7 @@ func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Tabl
 		}
 		c, _, err = g.Load(ctx)
 		c.Frozen = true
+		c.InDB = same
 		return c, err
 	}
 }
@@ -203,6 +214,20 @@ func (g *Grants) selectKeys(srcTable config.Table, list, tail string, n int) (st
 // comparison, never granted twice.
 func (g *Grants) distinctKeys(ctx context.Context, tx pgx.Tx, srcTable config.Table) (string, error) {
 	list := pgutil.IdentList("", g.keyNames())
+	unique, err := g.uniqueKey(ctx, tx, srcTable)
+	if err != nil {
+		return "", err
+	}
+	if unique {
+		return " ORDER BY " + list, nil
+	}
+	return " GROUP BY " + list + " ORDER BY " + list, nil
+}
+
+// uniqueKey reports whether the key columns are NOT NULL and hold a valid,
+// non-partial unique index of the source table that covers all its rows
+// (see distinctKeys).
+func (g *Grants) uniqueKey(ctx context.Context, tx pgx.Tx, srcTable config.Table) (bool, error) {
 	var unique bool
 	err := tx.QueryRow(ctx, `
 WITH k AS (
@@ -218,12 +243,9 @@ SELECT (SELECT count(*) FROM k) = cardinality($2::text[])
       AND (i.indkey::int2[])[0:i.indnkeyatts - 1] <@ (SELECT array_agg(attnum) FROM k))`,
 		pgutil.Qualified(srcTable.Schema, srcTable.Name), g.keyNames()).Scan(&unique)
 	if err != nil {
-		return "", fmt.Errorf("read unique indexes of %s: %w", srcTable, err)
+		return false, fmt.Errorf("read unique indexes of %s: %w", srcTable, err)
 	}
-	if unique {
-		return " ORDER BY " + list, nil
-	}
-	return " GROUP BY " + list + " ORDER BY " + list, nil
+	return unique, nil
 }
 
 // chunkSize is how many targets the chunks of a campaign frozen now hold.
@@ -252,6 +274,11 @@ func (g *Grants) checkNoChunks(ctx context.Context, tx pgx.Tx) error {
 	if err := tx.QueryRow(ctx, "SELECT count(*) FROM "+g.t.chunks+" WHERE campaign_id = $1", g.campaign).Scan(&n); err != nil || n == 0 {
 		return err
 	}
+	return g.leftChunks(n)
+}
+
+// leftChunks is the error of checkNoChunks about n chunks.
+func (g *Grants) leftChunks(n int64) error {
 	return leftChunksError{fmt.Sprintf("campaign %s has no row in %s but %d target chunks in %s: its frozen state was deleted only in part; to freeze it again, delete its chunks too (DELETE FROM %s WHERE campaign_id = '%s'), or restore its row; nothing was frozen",
 		g.campaign, config.Table{Schema: g.t.grantsName.Schema, Name: CampaignsTable}, n, g.t.chunksName, g.t.chunks, strings.ReplaceAll(g.campaign, "'", "''"))}
 }
@@ -267,78 +294,177 @@ func (g *Grants) insertCampaign(ctx context.Context, tx pgx.Tx, srcTable config.
 	return tag.RowsAffected() == 1, nil
 }
 
-// freezeSame freezes in one REPEATABLE READ transaction of the sink (which
-// is also the source, read with the source's rights: see sameRights), so
-// as_of and the snapshot the targets are read in are taken together. It
-// reports false when another run froze first.
-func (g *Grants) freezeSame(ctx context.Context, srcTable config.Table) (bool, error) {
+// freezeInDB freezes the campaign and grants its first grant page in one
+// REPEATABLE READ transaction of the sink's database, which is also the
+// source's, read with the source's rights (see sameRights), so that as_of
+// and the snapshot the targets are read in are taken together. One
+// statement does the work of the freeze and of the page, set-based, and
+// no key travels through syncd: it selects the distinct targets at as_of,
+// numbered in key order, once (a materialized CTE), writes them to the
+// chunks table and grants the first first of them (a plain INSERT, or ON
+// CONFLICT DO NOTHING when the campaign has grants already, see Apply).
+// The progress cursor (the page's last key), the page and the target count
+// commit with them, so the page is exactly one that Apply would have
+// committed; the run reports it as its first page (takeFrozenPage). The
+// freeze and the page are one statement because reading the targets back
+// from the chunks for the first page, or streaming them through syncd,
+// cost as much as a third of the grants themselves. It reports false when
+// another run froze first.
+func (g *Grants) freezeInDB(ctx context.Context, srcTable config.Table, first int) (bool, error) {
 	tx, err := g.conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	if err != nil {
 		return false, err
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
+	unique, err := g.uniqueKey(ctx, tx, srcTable)
+	if err != nil {
+		return false, err
+	}
+	// One round trip: the sort memory, as_of (the transaction's start),
+	// the campaign's row, chunks left without a row, grants made before.
 	var asOf string
-	if err := tx.QueryRow(ctx, "SELECT now()::text").Scan(&asOf); err != nil {
+	var chunks int64
+	var before bool
+	b := &pgx.Batch{}
+	b.Queue(sortMemSQL)
+	b.Queue("SELECT now()::text").QueryRow(func(row pgx.Row) error { return row.Scan(&asOf) })
+	b.Queue("SELECT count(*) FROM "+g.t.chunks+" WHERE campaign_id = $1", g.campaign).QueryRow(func(row pgx.Row) error { return row.Scan(&chunks) })
+	b.Queue("SELECT EXISTS (SELECT FROM "+g.t.grants+" WHERE campaign_id = $1)", g.campaign).QueryRow(func(row pgx.Row) error { return row.Scan(&before) })
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return false, err
 	}
 	ok, err := g.insertCampaign(ctx, tx, srcTable, asOf)
 	if err != nil || !ok {
 		return false, err
 	}
-	if err := g.checkNoChunks(ctx, tx); err != nil {
-		return false, err
+	if chunks > 0 {
+		return false, g.leftChunks(chunks)
 	}
-	// The distinct keys in key order, read by a cursor of this
-	// transaction one chunk at a time, each chunk written back as one row:
-	// cheaper than numbering and grouping them in one statement (three
-	// sorts), and only one chunk is in memory.
-	tail, err := g.distinctKeys(ctx, tx, srcTable)
+	written, err := g.freezeAndGrant(ctx, tx, srcTable, unique, asOf, first, before)
 	if err != nil {
 		return false, err
 	}
-	sel, bound := g.selectKeys(srcTable, pgutil.IdentList("", g.keyNames()), tail, 1)
-	var args []any
-	if bound {
-		args = append(args, asOf)
-	}
-	if _, err := tx.Exec(ctx, "DECLARE syncd_targets NO SCROLL CURSOR FOR "+sel, args...); err != nil {
-		return false, err
-	}
-	ins := g.insertChunkSQL()
-	fetch := "FETCH FORWARD " + strconv.Itoa(g.chunkSize()) + " FROM syncd_targets"
-	ch := g.newChunker()
-	for {
-		rr := tx.Conn().PgConn().ExecParams(ctx, fetch, nil, nil, nil, nil)
-		var aerr error
-		for rr.NextRow() {
-			if aerr == nil {
-				aerr = ch.add(rr.Values())
-			}
-		}
-		if _, err := rr.Close(); err != nil {
+	var to int64
+	var last []string
+	if first > 0 {
+		p, err := g.ReadSpan(ctx, nil, 0, first) // on tx's session
+		if err != nil {
 			return false, err
 		}
-		if aerr != nil {
-			return false, aerr
-		}
-		row, ok := ch.take()
-		if !ok {
-			break
-		}
-		if _, err := tx.Conn().PgConn().ExecParams(ctx, ins, row, nil, nil, nil).Close(); err != nil {
+		to, last = int64(p.Len()), p.Last
+	}
+	pages := 0
+	if to > 0 {
+		pages = 1
+	}
+	_, err = tx.Exec(ctx, "UPDATE "+g.t.campaigns+" SET targets = (SELECT coalesce(sum(n), 0) FROM "+g.t.chunks+" WHERE campaign_id = $1),"+
+		" cursor = $2::text[], pages = pages + $3, updated_at = now() WHERE campaign_id = $1", g.campaign, last, pages)
+	if err != nil {
+		return false, err
+	}
+	if to > 0 {
+		if err := g.test.BeforeCommit.Fire(ctx, g.campaign); err != nil {
 			return false, err
 		}
-	}
-	n := ch.pos
-	if err := g.setTargets(ctx, tx, n); err != nil {
-		return false, err
+		g.frozenPage = &page.Page{Span: &page.Span{Count: int(to)}, Last: last}
+		g.frozenWritten = written
 	}
 	// Durable whatever the sink's synchronous_commit: a crash must not let
-	// a later run freeze again at another as_of.
+	// a later run freeze again at another as_of, nor the state file get
+	// ahead of the first page.
 	if err := pgutil.Durable(ctx, tx); err != nil {
+		g.frozenPage = nil
 		return false, err
 	}
-	return true, tx.Commit(ctx)
+	if err := tx.Commit(ctx); err != nil {
+		g.frozenPage = nil
+		return false, err
+	}
+	g.written += written
+	return true, nil
+}
+
+// freezeAndGrant runs the statement of freezeInDB in tx: the targets into
+// chunks and the first first of them into the grants, under a savepoint:
+// a plain INSERT that meets a grant made meanwhile is applied again with
+// ON CONFLICT DO NOTHING (before: the campaign had grants already). It
+// returns the grants it made.
+func (g *Grants) freezeAndGrant(ctx context.Context, tx pgx.Tx, srcTable config.Table, unique bool, asOf string, first int, before bool) (int64, error) {
+	for {
+		q, bound := g.freezeInDBSQL(srcTable, unique, before)
+		args := []any{g.campaign, first}
+		if bound {
+			args = append(args, asOf)
+		}
+		if !before {
+			if _, err := tx.Exec(ctx, "SAVEPOINT syncd_freeze"); err != nil {
+				return 0, err
+			}
+		}
+		tag, err := tx.Exec(ctx, q, args...)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			if before {
+				g.conflicted = true
+			}
+			return tag.RowsAffected(), nil
+		case isUniqueViolation(err) && !before:
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT syncd_freeze"); err != nil {
+				return 0, err
+			}
+			before = true
+		case errors.As(err, &pgErr) && (pgErr.Code == "23502" || pgErr.Code == "23514"):
+			return 0, fmt.Errorf("a key column (%s) of a target is NULL; a target needs a whole key: exclude NULL keys in source.where: %w", strings.Join(g.keyNames(), ", "), err)
+		default:
+			return 0, err
+		}
+	}
+}
+
+// freezeInDBSQL is the statement of freezeInDB: $1 the campaign, $2 how
+// many targets the first page grants, $3 as_of (when where uses it).
+func (g *Grants) freezeInDBSQL(srcTable config.Table, unique, onConflict bool) (string, bool) {
+	names := g.keyNames()
+	list := pgutil.IdentList("", names)
+	tail := ""
+	if !unique {
+		tail = " GROUP BY " + list
+	}
+	sel, bound := g.selectKeys(srcTable, list+", row_number() OVER (ORDER BY "+list+") - 1 AS syncd_pos", tail, 3)
+	aggs := make([]string, len(names))
+	for i, k := range names {
+		aggs[i] = "array_agg(" + pgutil.Ident(k) + "::text ORDER BY syncd_pos)"
+	}
+	q := "WITH syncd_t AS MATERIALIZED (" + sel + "),\n" +
+		" syncd_c AS (INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, min(syncd_pos), count(*), " + strings.Join(aggs, ", ") +
+		" FROM syncd_t GROUP BY syncd_pos / " + strconv.Itoa(g.chunkSize()) + ")\n" +
+		"INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + list + ", now() FROM syncd_t WHERE syncd_pos < $2 ORDER BY syncd_pos"
+	if onConflict {
+		q += " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
+	}
+	return q, bound
+}
+
+// stopped reports whether the run was asked to stop (a graceful stop:
+// the page in flight commits, no new page starts).
+func (g *Grants) stopped() bool {
+	select {
+	case <-g.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// takeFrozenPage returns the grant page that the freeze committed with the
+// campaign (freezeInDB), once; ok is false when there is none.
+func (g *Grants) takeFrozenPage() (p page.Page, ok bool) {
+	if g.frozenPage == nil || g.frozenReported {
+		return page.Page{}, false
+	}
+	g.frozenReported = true
+	return *g.frozenPage, true
 }
 
 // freezeStream freezes across databases: as_of and the distinct keys, in
@@ -493,15 +619,6 @@ func (c *chunker) take() (row [][]byte, ok bool) {
 	}
 	c.in = 0
 	return row, true
-}
-
-// insertChunkSQL inserts one row of the chunks table from text parameters.
-func (g *Grants) insertChunkSQL() string {
-	params := []string{"$1", "$2::bigint", "$3::integer"}
-	for i := range g.keys {
-		params = append(params, fmt.Sprintf("$%d::text[]", i+4))
-	}
-	return "INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") VALUES (" + strings.Join(params, ", ") + ")"
 }
 
 func (g *Grants) setTargets(ctx context.Context, tx pgx.Tx, n int64) error {

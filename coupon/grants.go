@@ -28,6 +28,7 @@ type Grants struct {
 	keyIdx   []int         // their positions in a page's rows
 	written  int64         // new grants made through this sink
 	test     plan.TestSignals
+	stop     <-chan struct{} // the run's graceful stop (plan.Options.Stop)
 
 	grantSQL, progressSQL string
 	spanSQL, positionSQL  string
@@ -37,6 +38,12 @@ type Grants struct {
 	// conflicted is set once a span's plain INSERT met a grant that
 	// already existed: the rest of the run uses ON CONFLICT.
 	conflicted bool
+	// frozenPage is the grant page that the freeze committed with the
+	// campaign (freezeInDB), and frozenWritten its new grants: the run
+	// reads it first, and Apply reports it without writing it again.
+	frozenPage     *page.Page
+	frozenWritten  int64
+	frozenReported bool
 }
 
 var (
@@ -222,6 +229,10 @@ func (g *Grants) Apply(ctx context.Context, p page.Page) (sink.Result, error) {
 	}
 	if ctx.Err() != nil {
 		return sink.Result{}, fmt.Errorf("grant page of campaign %s: not started: %w", g.campaign, context.Cause(ctx))
+	}
+	if g.frozenPage != nil && p.Span == g.frozenPage.Span {
+		// Committed by the freeze, in one transaction with the campaign.
+		return sink.Result{Written: g.frozenWritten}, nil
 	}
 	pctx, cancel := sink.PageContext(ctx, g.cfg)
 	defer cancel()

@@ -34,6 +34,9 @@ type campaignRun struct {
 	g     *Grants
 	after []string // the key of the last target read
 	pos   int64    // and its position in the frozen order
+	// first is the grant page the freeze committed (freezeInDB), which
+	// the run reads before the others.
+	first *page.Page
 	stats *Stats
 }
 
@@ -65,7 +68,7 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 		}
 		return nil, cmp.Or(serr, err)
 	}
-	g.test = o.Test
+	g.test, g.stop = o.Test, o.Stop
 	r := &campaignRun{c: c, log: log, src: src, g: g, stats: &Stats{Campaign: c.Sink.Campaign}}
 	return &plan.Plan{
 		Reader:   r,
@@ -102,9 +105,22 @@ func (r *campaignRun) Before(ctx context.Context) (err error) {
 	if camp.Frozen {
 		// The freeze committed durably (whatever the sink's
 		// synchronous_commit) before the campaign is reported frozen.
-		r.log.Info("campaign frozen", "campaign", camp.ID, "as_of", camp.AsOf.UTC().Format(time.RFC3339Nano), "targets", camp.Targets)
+		// path says who read the targets: the database itself, which froze
+		// them and granted the first page in one transaction, or syncd,
+		// streaming them from the source session.
+		path := "streamed"
+		if camp.InDB {
+			path = "in-database"
+		}
+		r.log.Info("campaign frozen", "campaign", camp.ID, "as_of", camp.AsOf.UTC().Format(time.RFC3339Nano), "targets", camp.Targets, "path", path)
 	}
 	r.after = camp.Cursor
+	if p, ok := g.takeFrozenPage(); ok {
+		// The freeze granted the first page: the run reports it first and
+		// goes on after it (its end is the stored cursor).
+		r.first, r.pos = &p, int64(p.Len())
+		return nil
+	}
 	r.pos, err = g.position(ctx, camp.Cursor)
 	return err
 }
@@ -114,6 +130,11 @@ func (r *campaignRun) Before(ctx context.Context) (err error) {
 // on the sink's server.
 func (r *campaignRun) Next(ctx context.Context, limit int) (_ page.Page, _ bool, err error) {
 	defer func() { err = r.g.explain(ctx, err) }()
+	if r.first != nil {
+		p := *r.first
+		r.first = nil
+		return p, false, nil
+	}
 	p, err := r.g.ReadSpan(ctx, r.after, r.pos, limit)
 	if err != nil || p.Len() == 0 {
 		return p, false, err

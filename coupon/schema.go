@@ -103,6 +103,15 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		"CREATE TABLE IF NOT EXISTS " + g.t.chunks + " (\n  campaign_id text NOT NULL,\n  first_pos bigint NOT NULL,\n  n integer NOT NULL,\n  " +
 			strings.Join(arrayDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, first_pos)\n)",
 	}
+	// Every run but a campaign's first finds the three tables: one round
+	// trip says so, and the locked transaction below runs only otherwise.
+	var all bool
+	if err := g.conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL AND to_regclass($3) IS NOT NULL", names[0], names[1], names[2]).Scan(&all); err != nil {
+		return fmt.Errorf("look for coupon tables %s, %s and %s: %w", g.t.grants, g.t.chunksName, g.t.campaigns, err)
+	}
+	if all {
+		return g.checkGrantsTable(ctx)
+	}
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))"); err != nil {
 			return err
@@ -134,17 +143,57 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 // earlier batch) has the columns syncd writes, with the source key's types,
 // and the unique key that ON CONFLICT needs.
 func (g *Grants) checkGrantsTable(ctx context.Context) error {
-	rows, err := g.conn.Query(ctx, `
+	// The columns, the unique key and a DEFERRABLE key: one round trip.
+	have := map[string]string{}
+	var unique bool
+	var con, def string
+	var deferrable bool
+	b := &pgx.Batch{}
+	b.Queue(`
 SELECT a.attname, format_type(a.atttypid, a.atttypmod)
 FROM pg_attribute a
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, g.t.grants)
-	if err != nil {
-		return fmt.Errorf("describe grants table %s: %w", g.t.grantsName, err)
-	}
-	have := map[string]string{}
-	var name, typ string
-	if _, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { have[name] = typ; return nil }); err != nil {
-		return fmt.Errorf("describe grants table %s: %w", g.t.grantsName, err)
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, g.t.grants).Query(func(rows pgx.Rows) error {
+		var name, typ string
+		_, err := pgx.ForEachRow(rows, []any{&name, &typ}, func() error { have[name] = typ; return nil })
+		if err != nil {
+			return fmt.Errorf("describe grants table %s: %w", g.t.grantsName, err)
+		}
+		return nil
+	})
+	b.Queue(`
+SELECT EXISTS (
+  SELECT 1 FROM pg_index i
+  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indisvalid
+    AND i.indpred IS NULL AND i.indexprs IS NULL
+    AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
+         WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey))
+        = (SELECT array_agg(k ORDER BY k) FROM unnest($2::text[]) k))`,
+		g.t.grants, append([]string{"campaign_id"}, g.keyNames()...)).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&unique); err != nil {
+			return fmt.Errorf("read indexes of grants table %s: %w", g.t.grantsName, err)
+		}
+		return nil
+	})
+	// ON CONFLICT, which a page falls back to once a key turns out granted
+	// already and which a repair uses, refuses a table with a DEFERRABLE
+	// key among its arbiters (even next to an immediate one on the same
+	// columns): such a table failed the run at its first conflict, and
+	// every run after it. A constraint cannot be made immediate in place.
+	b.Queue(`
+SELECT conname::text, regexp_replace(pg_get_constraintdef(oid), ' DEFERRABLE( INITIALLY (DEFERRED|IMMEDIATE))?$', '')
+FROM pg_constraint WHERE conrelid = to_regclass($1) AND condeferrable AND contype IN ('p', 'u', 'x') ORDER BY conname LIMIT 1`, g.t.grants).QueryRow(func(row pgx.Row) error {
+		err := row.Scan(&con, &def)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read constraints of grants table %s: %w", g.t.grantsName, err)
+		}
+		deferrable = true
+		return nil
+	})
+	if err := g.conn.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
 	want := append([]page.Column{{Name: "campaign_id", Type: "text"}}, g.keys...)
 	want = append(want, page.Column{Name: "granted_at", Type: "timestamp with time zone"})
@@ -157,35 +206,10 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, g.t
 			return g.cfg.Errorf("sink.table", "column %q of grants table %s is %s but must be %s (the source key's type)", col.Name, g.t.grantsName, got, col.Type)
 		}
 	}
-	var unique bool
-	err = g.conn.QueryRow(ctx, `
-SELECT EXISTS (
-  SELECT 1 FROM pg_index i
-  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indisvalid
-    AND i.indpred IS NULL AND i.indexprs IS NULL
-    AND (SELECT array_agg(a.attname::text ORDER BY a.attname) FROM pg_attribute a
-         WHERE a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey))
-        = (SELECT array_agg(k ORDER BY k) FROM unnest($2::text[]) k))`,
-		g.t.grants, append([]string{"campaign_id"}, g.keyNames()...)).Scan(&unique)
-	if err != nil {
-		return fmt.Errorf("read indexes of grants table %s: %w", g.t.grantsName, err)
-	}
 	if !unique {
 		return g.cfg.Errorf("sink.table", "grants table %s has no primary key or unique index on (campaign_id, %s), which makes each grant unique; add one (after removing duplicates)", g.t.grantsName, strings.Join(g.keyNames(), ", "))
 	}
-	// ON CONFLICT, which a page falls back to once a key turns out granted
-	// already and which a repair uses, refuses a table with a DEFERRABLE
-	// key among its arbiters (even next to an immediate one on the same
-	// columns): such a table failed the run at its first conflict, and
-	// every run after it. A constraint cannot be made immediate in place.
-	var con, def string
-	err = g.conn.QueryRow(ctx, `
-SELECT conname::text, regexp_replace(pg_get_constraintdef(oid), ' DEFERRABLE( INITIALLY (DEFERRED|IMMEDIATE))?$', '')
-FROM pg_constraint WHERE conrelid = to_regclass($1) AND condeferrable AND contype IN ('p', 'u', 'x') ORDER BY conname LIMIT 1`, g.t.grants).Scan(&con, &def)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return fmt.Errorf("read constraints of grants table %s: %w", g.t.grantsName, err)
-	}
-	if err == nil {
+	if deferrable {
 		return g.cfg.Errorf("sink.table", "constraint %s of grants table %s is DEFERRABLE, which ON CONFLICT (how a member is kept from a second grant) cannot use; recreate it checked immediately: ALTER TABLE %s DROP CONSTRAINT %s, ADD CONSTRAINT %s %s",
 			con, g.t.grantsName, g.t.grants, pgutil.Ident(con), pgutil.Ident(con), def)
 	}

@@ -85,6 +85,10 @@ type Options struct {
 	Logger *slog.Logger
 	// Test, zero in production, lets a test reach moments inside a run.
 	Test TestSignals
+	// Stop is the run's graceful stop (closed: take no new page; nil:
+	// none): a campaign whose freeze would also grant the first page
+	// grants none when the run was asked to stop before the freeze.
+	Stop <-chan struct{}
 }
 
 // TestSignals are the moments inside a kind's pages a test can act at (a

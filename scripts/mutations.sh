@@ -10,7 +10,7 @@ set -u
 cd "$(dirname "$0")/.."
 root=$(pwd)
 GO=${GO:-go}
-MUTATIONS=${MUTATIONS:-"keyset_gte no_on_conflict asof_now progress_first watermark_first skip_reconcile no_chunk_shape_check resume_before_cursor"}
+MUTATIONS=${MUTATIONS:-"keyset_gte no_on_conflict asof_now progress_first watermark_first skip_reconcile no_chunk_shape_check resume_before_cursor freeze_no_on_conflict"}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/syncd-mutations-XXXXXX") || exit 2
 trap 'rm -rf "$tmp"' EXIT INT TERM
 survived=0

@@ -329,7 +329,7 @@ func (r *runner) open(ctx context.Context) (read bool, err error) {
 // campaign's lives on the plan's sink session), then the plan's before
 // hook.
 func (r *runner) openPlan(ctx context.Context, k kind.Kind) error {
-	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test.Plan})
+	p, err := k.OpenPlan(ctx, r.c, plan.Options{Logger: r.log, Test: r.o.Test.Plan, Stop: r.o.Stop})
 	if err != nil {
 		return err
 	}
