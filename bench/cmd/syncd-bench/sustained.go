@@ -122,6 +122,7 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 	if err != nil {
 		return err
 	}
+	pages0, applied0 := b.catalogCount(ctx, "sustitems")
 	d, err := startDaemon(ctx, b.o.syncd, b.env, "run", "--config", cfg, "--state", state)
 	if err != nil {
 		return err
@@ -160,6 +161,7 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 	if err != nil {
 		return err
 	}
+	pages1, applied1 := b.catalogCount(ctx, "sustitems")
 	if same, err := sameContent(ctx, b.src, "sustitems", b.dst, "sustitems"); err != nil {
 		return err
 	} else if !same {
@@ -229,8 +231,8 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 		limit:  fmt.Sprintf("%.0f B/row", float64(lw.bytes)/rows),
 		ratio:  fmt.Sprintf("%.2f (%.2f w/o FPI)", float64(sw.bytes)/float64(lw.bytes), float64(sw.bytes-sw.fpi)/float64(max(1, lw.bytes-lw.fpi))),
 		target: "<= 1.20",
-		note: fmt.Sprintf("limit: INSERT ... ON CONFLICT DO UPDATE of the same rows in the same %d batches (%d rows, deduplicated per second), same pace; WAL of the sink database only (pg_walinspect over a replication slot, see sustained.go); without full-page images syncd %.0f, upsert %.0f B/row; checkpoints (cluster-wide, any session's) in the windows %d and %d; syncd's WAL by relation: %s; upsert's: %s",
-			len(batches), batchRows, float64(sw.bytes-sw.fpi)/rows, float64(lw.bytes-lw.fpi)/rows, ckpt1-ckpt0, lckpt1-lckpt0, sw.top, lw.top),
+		note: fmt.Sprintf("limit: INSERT ... ON CONFLICT DO UPDATE of the same rows in the same %d batches (%d rows, deduplicated per second), same pace; syncd applied %d rows in %d pages (its runs coalesce more when a run takes longer than 1s); WAL of the sink database only (pg_walinspect over a replication slot, see sustained.go); without full-page images syncd %.0f, upsert %.0f B/row; checkpoints (cluster-wide, any session's) in the windows %d and %d; syncd's WAL by relation: %s; upsert's: %s",
+			len(batches), batchRows, applied1-applied0, pages1-pages0, float64(sw.bytes-sw.fpi)/rows, float64(lw.bytes-lw.fpi)/rows, ckpt1-ckpt0, lckpt1-lckpt0, sw.top, lw.top),
 	})
 	return nil
 }
@@ -490,6 +492,13 @@ func (b *bench) upsertBatch(ctx context.Context, ids []int64) error {
 		}
 	}
 	return nil
+}
+
+// catalogCount is the pages and rows the syncd catalog recorded for the
+// copy of table (0, 0 when it has none).
+func (b *bench) catalogCount(ctx context.Context, table string) (pages, rows int64) {
+	_ = b.dst.QueryRow(ctx, "SELECT coalesce(sum(pages), 0), coalesce(sum(rows), 0) FROM syncd.copies WHERE copy_table LIKE '%.' || $1", table).Scan(&pages, &rows)
+	return pages, rows
 }
 
 // walMark is the server's current WAL position and its checkpoint count.
