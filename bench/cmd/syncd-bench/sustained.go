@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -60,6 +62,37 @@ type sustainState struct {
 	lags     []time.Duration
 	overrun  int // sampled versions overwritten before the copy showed them
 	inserted int64
+	start    time.Time // when the writers started
+	stopped  time.Time // when the writers stopped
+}
+
+// behindError is a daemon that did not catch up with the writers.
+type behindError struct {
+	left int // sampled rows whose last version is not in the copy
+	wait time.Duration
+}
+
+func (e *behindError) Error() string {
+	return fmt.Sprintf("%d sampled rows' last change never reached the copy within %s of the writers' end", e.left, e.wait)
+}
+
+// sustainedBehind is the row of a daemon that did not catch up: the lag
+// of the versions it showed, and how far behind it was.
+func (b *bench) sustainedBehind(t *table, st *sustainState, n int, dur time.Duration, e *behindError, cpu float64, hwm int64, runs string) {
+	slices.Sort(st.lags)
+	lag := "none seen"
+	if len(st.lags) > 0 {
+		lag = fmt.Sprintf("p50 %s, p99 %s of those seen", fmtDur(st.lags[len(st.lags)*50/100]), fmtDur(st.lags[min(len(st.lags)-1, len(st.lags)*99/100)]))
+	}
+	t.add(row{
+		name:   fmt.Sprintf("sustained change, %d rows/s (%d writers, 1 in %d an insert) for %s on %s rows, daemon @every 1s", sustainedRate, sustainedWriters, insertShare, dur, fmtRows(n)),
+		syncd:  "fell behind",
+		limit:  "schedule 1s",
+		ratio:  "-",
+		target: "p99 <= 2s (schedule + 1s)",
+		note: fmt.Sprintf("MISSED: %s; %d rows changed (%.0f rows/s achieved), %d sampled rows (1 in %d) still not in the copy %s after the writers stopped; lag %s; syncd CPU %.2f s per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s; the WAL row needs a copy that caught up",
+			"the daemon did not keep up", st.rows, float64(st.rows)/st.stopped.Sub(st.start).Seconds(), e.left, sampleMod, e.wait, lag, 1000*cpu/float64(st.rows), cpu, fmtMB(hwm), runs),
+	})
 }
 
 func (b *bench) sustainFor() time.Duration {
@@ -128,9 +161,9 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 		return err
 	}
 	defer d.stop()
-	st := &sustainState{pending: map[int64][]version{}}
 	cpu0, _ := procTicks(d.pid)
 	start := time.Now()
+	st := &sustainState{pending: map[int64][]version{}, start: start}
 	wctx, stopWriters := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	werrs := make([]error, sustainedWriters)
@@ -145,14 +178,25 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 			return fmt.Errorf("writer: %w", err)
 		}
 	}
+	var behind *behindError
+	if errors.As(oerr, &behind) {
+		// The daemon fell behind for good: report what was measured.
+		cpu1, _ := procTicks(d.pid)
+		hwm := vmHWM(d.pid)
+		if err := d.stop(); err != nil {
+			return err
+		}
+		b.sustainedBehind(t, st, n, dur, behind, float64(cpu1-cpu0)/clockTicks, hwm, daemonRuns(d.errb.String()))
+		return nil
+	}
 	if oerr != nil {
 		return oerr
 	}
-	written := time.Since(start)
-	caught := time.Since(start) - dur
+	written := st.stopped.Sub(start)
 	if err := b.caughtUp(ctx, "sustitems", 60*time.Second); err != nil {
 		return err
 	}
+	caught := time.Since(st.stopped)
 	cpu1, _ := procTicks(d.pid)
 	hwm := vmHWM(d.pid)
 	if err := d.stop(); err != nil {
@@ -165,6 +209,7 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 	fmt.Fprintf(os.Stderr, "  syncd's window: %d rows written in %s (%d inserts), caught up %s after the writers stopped, %d sampled versions seen, daemon CPU %.1f s, VmHWM %s\n",
 		st.rows, fmtDur(written), st.inserted, fmtDur(caught), len(st.lags), float64(cpu1-cpu0)/clockTicks, fmtMB(hwm))
 	pages1, applied1 := b.catalogCount(ctx, "sustitems")
+	runs := daemonRuns(d.errb.String())
 	if same, err := sameContent(ctx, b.src, "sustitems", b.dst, "sustitems"); err != nil {
 		return err
 	} else if !same {
@@ -225,8 +270,8 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 		limit:  "schedule 1s",
 		ratio:  fmt.Sprintf("p99 %.2fs", p99.Seconds()),
 		target: "p99 <= 2s (schedule + 1s)",
-		note: fmt.Sprintf("achieved %.0f rows/s (%d changed rows, %d inserts); the copy caught up %s after the writers stopped; lag of %d sampled row versions (ids divisible by %d), %d overwritten before a run; syncd CPU %.2f s per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s",
-			achieved, st.rows, st.inserted, fmtDur(caught), len(st.lags), sampleMod, st.overrun, 1000*cpu/rows, cpu, fmtMB(hwm)),
+		note: fmt.Sprintf("achieved %.0f rows/s (%d changed rows, %d inserts); the copy caught up %s after the writers stopped; lag of %d sampled row versions (ids divisible by %d), %d overwritten before a run; syncd CPU %.2f s per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s",
+			achieved, st.rows, st.inserted, fmtDur(caught), len(st.lags), sampleMod, st.overrun, 1000*cpu/rows, cpu, fmtMB(hwm), runs),
 	})
 	t.add(row{
 		name:   "sustained change: sink WAL per changed row",
@@ -400,10 +445,13 @@ func (b *bench) sustainObserve(ctx context.Context, end time.Time, st *sustainSt
 			stopWriters()
 			wg.Wait()
 			stopped = time.Now()
+			st.mu.Lock()
+			st.stopped = stopped
+			st.mu.Unlock()
 		case !stopped.IsZero() && left == 0:
 			return nil
 		case !stopped.IsZero() && now.Sub(stopped) > wait:
-			return fmt.Errorf("%d sampled rows' last change never reached the copy within %s of the writers' end", left, wait)
+			return &behindError{left: left, wait: wait}
 		case !stopped.IsZero() && now.Sub(reported) > 10*time.Second:
 			reported = now
 			fmt.Fprintf(os.Stderr, "  writers stopped %s ago, %d sampled rows not yet in the copy\n", now.Sub(stopped).Round(time.Second), left)
@@ -502,6 +550,36 @@ func (b *bench) upsertBatch(ctx context.Context, ids []int64) error {
 		}
 	}
 	return nil
+}
+
+// daemonRuns sums up the daemon's "run done" lines (JSON log): how many
+// runs, the rows they read and wrote, and their durations.
+func daemonRuns(log string) string {
+	var n, read, written int64
+	var ds []time.Duration
+	for _, line := range strings.Split(log, "\n") {
+		var r struct {
+			Msg      string `json:"msg"`
+			Rows     int64  `json:"rows"`
+			Written  int64  `json:"written"`
+			Duration string `json:"duration"`
+		}
+		if json.Unmarshal([]byte(line), &r) != nil || r.Msg != "run done" {
+			continue
+		}
+		n++
+		read += r.Rows
+		written += r.Written
+		if d, err := time.ParseDuration(r.Duration); err == nil {
+			ds = append(ds, d)
+		}
+	}
+	if n == 0 || len(ds) == 0 {
+		return "no \"run done\" in the daemon's log"
+	}
+	slices.Sort(ds)
+	return fmt.Sprintf("daemon: %d runs logged, rows read %d, written %d, run duration p50 %s, p99 %s, max %s",
+		n, read, written, fmtDur(ds[len(ds)/2]), fmtDur(ds[min(len(ds)-1, len(ds)*99/100)]), fmtDur(ds[len(ds)-1]))
 }
 
 // catalogCount is the pages and rows the syncd catalog recorded for the
