@@ -37,11 +37,22 @@ func (b *bench) ensureItems(ctx context.Context) error {
 	return nil
 }
 
-// emptyCopy truncates the sink table and checkpoints, so every timed run
-// starts from the same state.
+// emptyCopy truncates the sink table, releases its record in the syncd
+// catalog (each benchmark writes it under a source name of its own, and a
+// copy has one writer) and checkpoints, so every timed run starts from the
+// same state.
 func (b *bench) emptyCopy(ctx context.Context, table string) error {
 	if _, err := b.dst.Exec(ctx, "TRUNCATE "+table); err != nil {
 		return err
+	}
+	var catalog bool
+	if err := b.dst.QueryRow(ctx, "SELECT to_regclass('syncd.copies') IS NOT NULL").Scan(&catalog); err != nil {
+		return err
+	}
+	if catalog {
+		if _, err := b.dst.Exec(ctx, "DELETE FROM syncd.copies WHERE copy_table = $1", "public."+table); err != nil {
+			return fmt.Errorf("release the copy public.%s in the syncd catalog: %w", table, err)
+		}
 	}
 	_, err := b.admin.Exec(ctx, "CHECKPOINT")
 	return err
