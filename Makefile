@@ -52,7 +52,7 @@ install: build ## install syncd to PREFIX/bin (/usr/local) and its systemd unit;
 	install -d -m 0755 $(DESTDIR)/etc/syncd
 	test -e $(DESTDIR)/etc/syncd/syncd.env || install -m 0600 deploy/systemd/syncd.env.example $(DESTDIR)/etc/syncd/syncd.env
 
-bench: build ## benchmark syncd against the limit on the local PostgreSQL, full sizes (1M/5M rows; 5-10 min on a quiet machine, ~5 GB of disk)
+bench: build ## benchmark syncd against the limit on the local PostgreSQL, full sizes (1M/5M/10M rows, 5 min of sustained change; 25-35 min on a quiet machine, ~12 GB of disk)
 	$(GO) run ./bench/cmd/syncd-bench -syncd $(BIN) -scale $${BENCH_SCALE:-1} -plot $${BENCH_PLOT:-docs/bench-pages.png}
 
 bench-quick: build ## the same benchmark at 2% of the sizes: a smoke test of about a minute

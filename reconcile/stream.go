@@ -30,8 +30,7 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 	var compared, copyRows int64
 	g, gctx := errgroup.WithContext(ctx)
 	// The whole line of an integer key is one range of the key: read in
-	// the key's order, which the planner may take from the key's index
-	// instead of sorting every row.
+	// the key's order by a plain query (streamSide sorts it).
 	flat := count && len(segs) == 1 && c.src.intKey
 	g.Go(func() error { defer close(srcRows); return c.streamSide(gctx, c.src, segs, join, flat, srcRows) })
 	g.Go(func() error { defer close(dstRows); return c.streamSide(gctx, c.dst, segs, join, flat, dstRows) })
@@ -133,7 +132,12 @@ func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, joi
 		for i, e := range extra {
 			q += fmt.Sprintf(", %s AS syncd_x%d", e, i)
 		}
-		q += " FROM " + sd.qualified() + " y WHERE " + and(sd.scope, k+" BETWEEN $1 AND $2") + " ORDER BY " + k
+		// Sorted by k + 0, not k: ordered by the key itself the planner
+		// walks the key's index, one heap fetch per row, which took 2-3
+		// times as long as a scan and a sort on the bench's 1M rows
+		// (EXPLAIN ANALYZE: 23-27 s against 9-12 s; docs/BENCHMARKS.md,
+		// round three). The order is the same.
+		q += " FROM " + sd.qualified() + " y WHERE " + and(sd.scope, k+" BETWEEN $1 AND $2") + " ORDER BY " + k + " + 0"
 		args, oids = []any{lo[0], hi[0]}, []uint32{pgtype.Int8OID, pgtype.Int8OID}
 	} else {
 		q = "SELECT p.syncd_o"

@@ -37,11 +37,22 @@ func (b *bench) ensureItems(ctx context.Context) error {
 	return nil
 }
 
-// emptyCopy truncates the sink table and checkpoints, so every timed run
-// starts from the same state.
+// emptyCopy truncates the sink table, releases its record in the syncd
+// catalog (each benchmark writes it under a source name of its own, and a
+// copy has one writer) and checkpoints, so every timed run starts from the
+// same state.
 func (b *bench) emptyCopy(ctx context.Context, table string) error {
 	if _, err := b.dst.Exec(ctx, "TRUNCATE "+table); err != nil {
 		return err
+	}
+	var catalog bool
+	if err := b.dst.QueryRow(ctx, "SELECT to_regclass('syncd.copies') IS NOT NULL").Scan(&catalog); err != nil {
+		return err
+	}
+	if catalog {
+		if _, err := b.dst.Exec(ctx, "DELETE FROM syncd.copies WHERE copy_table = $1", "public."+table); err != nil {
+			return fmt.Errorf("release the copy public.%s in the syncd catalog: %w", table, err)
+		}
 	}
 	_, err := b.admin.Exec(ctx, "CHECKPOINT")
 	return err
@@ -76,7 +87,7 @@ func (b *bench) syncdInitial(ctx context.Context, pageSize int) (syncdResult, er
 	if err := b.emptyCopy(ctx, "items"); err != nil {
 		return syncdResult{}, err
 	}
-	r, err := b.syncd(ctx, "run", "--once", "--config", cfg, "--state", state)
+	r, err := b.syncdHWM(ctx, "run", "--once", "--config", cfg, "--state", state)
 	if err != nil {
 		return r, err
 	}
@@ -96,7 +107,7 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 	if err := b.ensureItems(ctx); err != nil {
 		return err
 	}
-	var lim, syn, peer []time.Duration
+	var lim, syn, peer, par []time.Duration
 	var rss []int64
 	pgcopydb := pgcopydbPath()
 	for i := range b.o.runs {
@@ -105,13 +116,18 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 			return err
 		}
 		lim = append(lim, d)
+		p, err := b.parallelPipes(ctx, "items")
+		if err != nil {
+			return err
+		}
+		par = append(par, p)
 		r, err := b.syncdInitial(ctx, 0)
 		if err != nil {
 			return err
 		}
 		syn = append(syn, r.wall)
 		rss = append(rss, r.maxRSS)
-		fmt.Fprintf(os.Stderr, "  run %d: limit %s, syncd %s (peak RSS %s)\n", i+1, fmtDur(d), fmtDur(r.wall), fmtMB(r.maxRSS))
+		fmt.Fprintf(os.Stderr, "  run %d: limit %s, 2 parallel pipes %s, syncd %s (peak RSS %s)\n", i+1, fmtDur(d), fmtDur(p), fmtDur(r.wall), fmtMB(r.maxRSS))
 		if pgcopydb != "" {
 			p, err := b.pgcopydbCopy(ctx, pgcopydb, i)
 			if err != nil {
@@ -151,6 +167,8 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 		target: ">= 1.00",
 		note:   fmt.Sprintf("peak RSS %s (max %s; target < 100 MB); runs syncd %s, limit %s", fmtMB(median(rss)), fmtMB(maxOf(rss)), durs(syn), durs(lim)),
 	})
+	b.parallelRow(t, syn, par)
+	lastInitial.rows, lastInitial.wall, lastInitial.rss = b.rows, median(syn), median(rss)
 	peerName := fmt.Sprintf("peer: pgcopydb copy table-data, %s rows, --table-jobs 2", fmtRows(b.rows))
 	if pgcopydb == "" {
 		t.missing(peerName, "pgcopydb is not installed (Debian package pgcopydb)")

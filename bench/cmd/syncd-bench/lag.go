@@ -37,16 +37,8 @@ func (b *bench) lag(ctx context.Context, t *table) error {
 	if err := execAll(ctx, b.dst, "CREATE INDEX ON lagitems (updated_at)", "VACUUM ANALYZE lagitems"); err != nil {
 		return err
 	}
-	cfg, err := b.itemsConfig("lag", "lagitems", "lagitems", 1000, "")
+	cfg, state, err := b.syncedAtEnd(ctx, "lag", "lagitems", 1000)
 	if err != nil {
-		return err
-	}
-	state := b.statePath("lag")
-	var from string
-	if err := b.src.QueryRow(ctx, `SELECT to_char((max(updated_at) + interval '1 microsecond') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM lagitems`).Scan(&from); err != nil {
-		return err
-	}
-	if _, err := b.syncd(ctx, "resync", "--config", cfg, "--state", state, "--source", "lag", "--from", from); err != nil {
 		return err
 	}
 

@@ -23,17 +23,18 @@ import (
 )
 
 type options struct {
-	adminURL  string
-	syncd     string
-	scale     float64
-	runs      int
-	pageSizes []int
-	plotRuns  int
-	plot      string
-	only      map[string]bool
-	lagFor    time.Duration
-	lagLog    string
-	keep      bool
+	adminURL   string
+	syncd      string
+	scale      float64
+	runs       int
+	pageSizes  []int
+	plotRuns   int
+	plot       string
+	only       map[string]bool
+	lagFor     time.Duration
+	lagLog     string
+	sustainFor time.Duration
+	keep       bool
 }
 
 func main() {
@@ -48,9 +49,10 @@ func main() {
 	flag.StringVar(&pages, "pages", "100,500,1000,5000,10000,50000", "page sizes of the throughput plot (empty: no plot)")
 	flag.IntVar(&o.plotRuns, "plot-runs", 1, "runs per page size of the plot")
 	flag.StringVar(&o.plot, "plot", "", "write the page-size plot to this PNG file")
-	flag.StringVar(&only, "only", "", "comma-separated rows to run: initial,incremental,reconcile,coupon,lag,idle,pages (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated rows to run: initial,growth,incremental,reconcile,coupon,lag,sustained,idle,pages (default all)")
 	flag.DurationVar(&o.lagFor, "lag-for", 0, "how long the lag writer runs (default 20s, scaled down to 5s for small scales)")
 	flag.StringVar(&o.lagLog, "lag-log", "", "write the lag row's daemon log (JSON, debug level) and its commit/seen times to this file")
+	flag.DurationVar(&o.sustainFor, "sustained-for", 0, "how long the sustained-change writers run (default 5m times -scale, at least 5s)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the databases (for debugging)")
 	flag.Parse()
 	for _, p := range strings.Split(pages, ",") {
@@ -113,6 +115,8 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer b.cleanup()
 	fmt.Fprintf(os.Stderr, "syncd-bench: databases %s, %s; scale %g, %d runs per figure\n", b.srcDB, b.dstDB, o.scale, o.runs)
+	head := header(o)
+	fmt.Fprintln(os.Stderr, head)
 	var t table
 	var failed []string
 	steps := []struct {
@@ -120,10 +124,12 @@ func run(ctx context.Context, o *options) error {
 		fn   func(context.Context, *table) error
 	}{
 		{"initial", b.initialSync},
+		{"growth", b.growth}, // first load at 10M rows, before incremental grows items
 		{"pages", b.pageSizes},
 		{"reconcile", b.reconcile},
 		{"coupon", b.coupon},
 		{"lag", b.lag},
+		{"sustained", b.sustained},
 		{"idle", b.idle},
 		{"incremental", b.incremental}, // last: it grows items to 5M rows
 	}
@@ -133,7 +139,10 @@ func run(ctx context.Context, o *options) error {
 		}
 		start := time.Now()
 		fmt.Fprintf(os.Stderr, "syncd-bench: %s ...\n", s.name)
-		if err := s.fn(ctx, &t); err != nil {
+		first, load := len(t.rows), startBusy(b.srcDB, b.dstDB)
+		err := s.fn(ctx, &t)
+		t.note(first, load.end())
+		if err != nil {
 			// One failed benchmark does not hide the others' figures; the
 			// session still fails at the end.
 			fmt.Fprintf(os.Stderr, "syncd-bench: %s failed: %v\n", s.name, err)
@@ -146,6 +155,7 @@ func run(ctx context.Context, o *options) error {
 		}
 		fmt.Fprintf(os.Stderr, "syncd-bench: %s done in %s\n", s.name, time.Since(start).Round(time.Second))
 	}
+	fmt.Println(head)
 	t.print(os.Stdout)
 	if len(failed) > 0 {
 		return fmt.Errorf("%d benchmarks failed: %s", len(failed), strings.Join(failed, ", "))
