@@ -157,6 +157,16 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 	}
 }
 
+// checkedSource is what validate checks of a source: its table and bound,
+// the rows outside the cursor's reach, the cursor index and the writers'
+// time zone, and the table's catalog identity (sinkRecord).
+type checkedSource interface {
+	source.Source
+	source.OutsideReader
+	source.Checker
+	source.Querier
+}
+
 // check verifies one source against its databases without writing
 // anything: the table, columns, cursor and tie-breaker in the source, and
 // the copy's columns and key in the sink. With plan it also explains the
@@ -177,7 +187,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 	if kerr == nil && k.OpenSink != nil && !compare {
 		wg.Go(openSink)
 	}
-	src, err := source.Open(ctx, cfg)
+	opened, err := source.Open(ctx, cfg)
 	wg.Wait()
 	if err == nil && kerr == nil && k.OpenSink != nil && compare {
 		// In compare mode the source settles sink.key (its primary key
@@ -190,6 +200,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 	if err != nil {
 		return nil, nil, err
 	}
+	var src checkedSource = opened
 	defer src.Close(context.WithoutCancel(ctx))
 	if kerr != nil {
 		return nil, nil, kerr
@@ -201,14 +212,14 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		if err != nil {
 			return nil, nil, err
 		}
-		return warnings, src.Table, nil
+		return warnings, src.Table(), nil
 	}
 	if plan && !compare { // what a cursor run reads: nothing of it in compare mode
 		out, err := src.CountOutside(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		warnings = append(warnings, out.Warnings(src)...)
+		warnings = append(warnings, out.Warnings(src.Table())...)
 		bound, err := src.Bound(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -219,7 +230,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		// A sequence set back below the stored watermark: the next run
 		// would refuse it (an unreadable state file is reported below).
 		if st, _, err := watermark.ReadState(state, cfg.Name, 2*time.Second); err == nil {
-			if err := syncer.CheckSequence(cfg, src.Table, st, bound); err != nil {
+			if err := syncer.CheckSequence(cfg, src.Table(), st, bound); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -242,8 +253,8 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 		if derr != nil {
 			return nil, nil, derr
 		}
-		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
+		dst.UseSourceSchema(src.Table().Types, src.Table().Checks)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table(), dst, state, plan)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -276,7 +287,7 @@ func check(ctx context.Context, cfg *config.Config, plan bool, state string, rec
 			}
 		}
 	}
-	return warnings, src.Table, nil
+	return warnings, src.Table(), nil
 }
 
 // checkStoredIdentity refuses a config whose watermark in the state file

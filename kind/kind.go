@@ -39,7 +39,7 @@ type Kind struct {
 	// source table, given the open source (nil: the table checks of a
 	// postgres copy: the page query's plan, the copy's columns and key; a
 	// new kind sets its own).
-	Check func(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error)
+	Check func(ctx context.Context, c *config.Config, src source.Source) ([]string, error)
 	// Reconcile compares the source with what the sink holds (and with
 	// repair fixes it); states holds the watermark when ReconcileWatermark.
 	Reconcile func(ctx context.Context, c *config.Config, states reconcile.StateReader, repair bool, log *slog.Logger) (*reconcile.Report, error)

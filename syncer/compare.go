@@ -8,7 +8,6 @@ import (
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/reconcile"
 	"github.com/syncd/syncd/sink"
-	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -40,7 +39,7 @@ func (r *runner) compare(ctx context.Context) error {
 		return c.Errorf("mode", "a %s sink cannot be synced in compare mode", c.Sink.Type)
 	}
 	// The source first: it settles sink.key, which the sink is opened with.
-	src, err := source.Open(ctx, &c)
+	src, err := r.o.openSource(ctx, &c)
 	if err != nil {
 		return err
 	}
@@ -70,7 +69,7 @@ func (r *runner) compare(ctx context.Context) error {
 	if err := r.rewritten(ctx, src, rec, nil); err != nil {
 		return err
 	}
-	began, err := sourceClock(ctx, src)
+	began, err := src.Clock(ctx)
 	if err != nil {
 		return err
 	}

@@ -65,9 +65,10 @@ type schemaChange struct {
 // already has but syncd never filled (added to the copy by hand) is
 // backfilled before the run goes on. It returns the kinds of the changes
 // it found.
-func followSchema(ctx context.Context, o Options, st watermark.State, src *source.Reader, dst sink.Sink, log *slog.Logger) ([]string, error) {
+func followSchema(ctx context.Context, o Options, st watermark.State, from source.Source, dst sink.Sink, log *slog.Logger) ([]string, error) {
 	pg, ok := dst.(*sink.Postgres)
-	if !ok {
+	src, read := from.(source.SchemaReader)
+	if !ok || !read {
 		return nil, nil
 	}
 	c := o.Config
@@ -459,7 +460,7 @@ func sameSet(a, b []string) bool {
 // the copy holds, page by page in key order, recording its progress after
 // each page so that a run that stops resumes where it was; re-applying a
 // page changes nothing.
-func runBackfill(ctx context.Context, o Options, src *source.Reader, pg *sink.Postgres, b watermark.Backfill, log *slog.Logger) error {
+func runBackfill(ctx context.Context, o Options, src source.SchemaReader, pg *sink.Postgres, b watermark.Backfill, log *slog.Logger) error {
 	c := o.Config
 	copyCols, err := pg.Columns(ctx)
 	if err != nil {
