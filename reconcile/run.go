@@ -81,12 +81,11 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 			return nil, err
 		}
 	}
-	var src pgSource
 	opened, err := source.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	src = opened
+	var src pgSource = opened
 	defer src.Close(context.WithoutCancel(ctx))
 	dst, err := sink.OpenPostgres(ctx, cfg)
 	if err != nil {
