@@ -28,9 +28,15 @@ SELECT CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
                                  'type', format_type(a.atttypid, a.atttypmod)) ORDER BY a.attnum), '[]')
           FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped)`
 
+// RowQuerier runs a query that returns one row: a *pgx.Conn, or the
+// source's session (source.Querier).
+type RowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // ReadSource reads the identity of the source table table (a
 // schema-qualified, quoted name) on the source's session.
-func ReadSource(ctx context.Context, conn *pgx.Conn, table, name string) (Source, error) {
+func ReadSource(ctx context.Context, conn RowQuerier, table, name string) (Source, error) {
 	s := Source{Table: name}
 	var cols []byte
 	if err := conn.QueryRow(ctx, sourceSQL, table).Scan(&s.System, &s.Database, &s.OID, &s.Heap, &cols); err != nil {

@@ -157,6 +157,16 @@ func printExpansion(env *Env, raw, cfgs []*config.Config, skipped []source.Skipp
 	}
 }
 
+// checkedSource is what validate checks of a source: its table and bound,
+// the rows outside the cursor's reach, the cursor index and the writers'
+// time zone, and the table's catalog identity (sinkRecord).
+type checkedSource interface {
+	source.Source
+	source.OutsideReader
+	source.Checker
+	source.Querier
+}
+
 // check verifies one source against its databases without writing
 // anything: the table, columns, cursor and tie-breaker in the source, what
 // the sink's kind checks (Kind.Check), and for a sink with a catalog the
@@ -196,7 +206,7 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 	if tableCheck && !compare {
 		wg.Go(openSink)
 	}
-	src, err := source.Open(ctx, cfg)
+	opened, err := source.Open(ctx, cfg)
 	wg.Wait()
 	if err == nil && tableCheck && compare {
 		// In compare mode the source settles sink.key (its primary key
@@ -209,6 +219,7 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 	if err != nil {
 		return nil, nil, err
 	}
+	var src checkedSource = opened
 	defer src.Close(context.WithoutCancel(ctx))
 	if kerr != nil {
 		return nil, nil, kerr
@@ -220,14 +231,14 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		if err != nil {
 			return nil, nil, err
 		}
-		return warnings, src.Table, nil
+		return warnings, src.Table(), nil
 	}
 	if plan && !compare { // what a cursor run reads: nothing of it in compare mode
 		out, err := src.CountOutside(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		warnings = append(warnings, out.Warnings(src)...)
+		warnings = append(warnings, out.Warnings(src.Table())...)
 		bound, err := src.Bound(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -238,7 +249,7 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		// A sequence set back below the stored watermark: the next run
 		// would refuse it (an unreadable state file is reported below).
 		if st, _, err := watermark.ReadState(state, cfg.Name, 2*time.Second); err == nil {
-			if err := syncer.CheckSequence(cfg, src.Table, st, bound); err != nil {
+			if err := syncer.CheckSequence(cfg, src.Table(), st, bound); err != nil {
 				return nil, nil, err
 			}
 		}
@@ -268,8 +279,8 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		if derr != nil {
 			return nil, nil, derr
 		}
-		dst.UseSourceSchema(src.Table.Types, src.Table.Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table, dst, state, plan)
+		dst.UseSourceSchema(src.Table().Types, src.Table().Checks)
+		cols, notes, err := schemaNotes(ctx, cfg, src.Table(), dst, state, plan)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -302,7 +313,7 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 			}
 		}
 	}
-	return warnings, src.Table, nil
+	return warnings, src.Table(), nil
 }
 
 // checkStoredIdentity refuses a config whose watermark in the state file

@@ -15,7 +15,6 @@ import (
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/sink"
-	"github.com/syncd/syncd/source"
 
 	"github.com/syncd/syncd/watermark"
 )
@@ -53,12 +52,12 @@ func oneWriter(kinds *kind.Registry, cfgs []*config.Config) error {
 // sinkRecord reads the catalog's record of cfg's copy, refuses it when
 // another source writes the copy, and describes it beside the state
 // file's watermark for validate ("" when the copy is not recorded yet).
-func sinkRecord(ctx context.Context, cfg *config.Config, src *source.Reader, dst *sink.Postgres, state string) (string, error) {
+func sinkRecord(ctx context.Context, cfg *config.Config, src checkedSource, dst *sink.Postgres, state string) (string, error) {
 	rec, found, err := catalog.Read(ctx, dst.Conn(), cfg.Sink.Ident.String())
 	if err != nil || !found {
 		return "", err
 	}
-	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
+	id, err := catalog.ReadSource(ctx, src, pgutil.Qualified(src.Table().Ident.Schema, src.Table().Ident.Name), src.Table().Ident.String())
 	if err != nil {
 		return "", err
 	}

@@ -16,7 +16,11 @@ import (
 // and plans with :as_of bound, an existing grants table fits, and a frozen
 // campaign still matches the config. It returns warnings for `syncd
 // validate` to print.
-func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error) {
+func Check(ctx context.Context, c *config.Config, src source.Source) ([]string, error) {
+	q, ok := src.(source.Querier)
+	if !ok {
+		return nil, fmt.Errorf("check campaign %s: its source cannot run the targets query; a coupon campaign reads a PostgreSQL source", c.Name)
+	}
 	t, err := tablesOf(c)
 	if err != nil {
 		return nil, err
@@ -29,13 +33,13 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { g, gerr = Open(ctx, c) })
-	plan := &Grants{cfg: c, t: t, keys: src.Table.Cursor}
-	sel, bound := plan.selectKeys(src.Table.Ident, pgutil.IdentList("", plan.keyNames()), "", 1)
+	plan := &Grants{cfg: c, t: t, keys: src.Table().Cursor}
+	sel, bound := plan.selectKeys(src.Table().Ident, pgutil.IdentList("", plan.keyNames()), "", 1)
 	var args []any
 	if bound {
 		args = append(args, time.Now().UTC().Format(time.RFC3339Nano))
 	}
-	rows, err := src.Conn().Query(ctx, "EXPLAIN "+sel, args...)
+	rows, err := q.Query(ctx, "EXPLAIN "+sel, args...)
 	if err == nil {
 		rows.Close()
 		err = rows.Err()
@@ -50,7 +54,7 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 	if gerr != nil {
 		return nil, gerr
 	}
-	g.keys = src.Table.Cursor
+	g.keys = src.Table().Cursor
 	var warnings []string
 	w, err := sink.FsyncWarning(ctx, g.conn, c.Sink.DSN)
 	if err != nil {
@@ -76,7 +80,7 @@ func Check(ctx context.Context, c *config.Config, src *source.Reader) ([]string,
 	if !ok {
 		return append(warnings, fmt.Sprintf("campaign %s is not frozen yet; the first run freezes it", g.campaign)), nil
 	}
-	if err := g.checkUnchanged(camp, src.Table.Ident); err != nil {
+	if err := g.checkUnchanged(camp, src.Table().Ident); err != nil {
 		return nil, err
 	}
 	return warnings, nil

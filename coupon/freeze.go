@@ -16,6 +16,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
+	"github.com/syncd/syncd/source"
 )
 
 // Campaign is a campaign's row in syncd_campaigns.
@@ -76,7 +77,7 @@ func (g *Grants) Load(ctx context.Context) (c Campaign, ok bool, err error) {
 // cost as much to write as the grants themselves (the freeze took as long
 // as the INSERT ... SELECT a campaign is measured against); a chunk of
 // ChunkSize keys is one row.
-func (g *Grants) Freeze(ctx context.Context, src *pgx.Conn, srcTable config.Table) (Campaign, error) {
+func (g *Grants) Freeze(ctx context.Context, src source.Session, srcTable config.Table) (Campaign, error) {
 	same, err := sameRights(ctx, src, g.conn, g.cfg.Source.DSN, g.cfg.Sink.DSN)
 	if err != nil {
 		return Campaign{}, fmt.Errorf("freeze targets of campaign %s: %w", g.campaign, err)
@@ -471,7 +472,7 @@ func (g *Grants) takeFrozenPage() (p page.Page, ok bool) {
 // the source's key order, come from one REPEATABLE READ snapshot of the
 // source, and their chunks are streamed with COPY into the chunks table
 // inside the sink transaction that inserts the campaign row.
-func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable config.Table) (bool, error) {
+func (g *Grants) freezeStream(ctx context.Context, src source.Session, srcTable config.Table) (bool, error) {
 	stx, err := src.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return false, fmt.Errorf("source: %w", err)
@@ -538,7 +539,7 @@ func (g *Grants) freezeStream(ctx context.Context, src *pgx.Conn, srcTable confi
 // writes them to w as rows of the chunks table in COPY text format (each
 // key column one text array), then closes w. It returns how many keys it
 // wrote.
-func (g *Grants) streamChunks(ctx context.Context, src *pgx.Conn, q string, params [][]byte, w *io.PipeWriter) (int64, error) {
+func (g *Grants) streamChunks(ctx context.Context, src source.Session, q string, params [][]byte, w *io.PipeWriter) (int64, error) {
 	var buf bytes.Buffer
 	ch := g.newChunker()
 	var werr error

@@ -6,8 +6,8 @@ import (
 	"maps"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/syncd/syncd/source"
 )
 
 // dsnParams are the session parameters a DSN sets (options, search_path,
@@ -34,7 +34,7 @@ type session struct {
 // call pg_control_system(); the postmaster's start time, address and port
 // tell two servers apart in any case), the database by name and OID, and
 // the roles.
-func sessionOf(ctx context.Context, conn *pgx.Conn) (session, error) {
+func sessionOf(ctx context.Context, conn source.Querier) (session, error) {
 	var s session
 	err := conn.QueryRow(ctx, `
 SELECT CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
@@ -57,7 +57,7 @@ SELECT CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE')
 // connection, whose role decides what the targets are. The DSN text is not compared:
 // two spellings of one server are the same, and one spelling (a pooler, a
 // different user) may be different rights.
-func sameRights(ctx context.Context, src, dst *pgx.Conn, srcDSN, dstDSN string) (bool, error) {
+func sameRights(ctx context.Context, src, dst source.Querier, srcDSN, dstDSN string) (bool, error) {
 	if !maps.Equal(dsnParams(srcDSN), dsnParams(dstDSN)) {
 		return false, nil
 	}

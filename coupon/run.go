@@ -30,7 +30,7 @@ var ErrNotReconciled = errors.New("grants do not match the frozen targets")
 type campaignRun struct {
 	c     *config.Config
 	log   *slog.Logger
-	src   *source.Reader // open until the freeze
+	src   freezeSource // open until the freeze
 	g     *Grants
 	after []string // the key of the last target read
 	pos   int64    // and its position in the frozen order
@@ -38,6 +38,13 @@ type campaignRun struct {
 	// the run reads before the others.
 	first *page.Page
 	stats *Stats
+}
+
+// freezeSource is what a campaign needs of its source: the table, and the
+// PostgreSQL session its freeze reads the targets on.
+type freezeSource interface {
+	source.Source
+	source.Session
 }
 
 // OpenPlan opens one run of the campaign of c (a coupon_grants sink): the
@@ -52,11 +59,17 @@ func OpenPlan(ctx context.Context, c *config.Config, o plan.Options) (*plan.Plan
 	// catalog reads, about 10 ms of a campaign that is measured against
 	// one statement); a failure closes the other.
 	var (
-		src  *source.Reader
+		src  freezeSource
 		serr error
 		wg   sync.WaitGroup
 	)
-	wg.Go(func() { src, serr = source.Open(ctx, c) })
+	wg.Go(func() {
+		if r, err := source.Open(ctx, c); err == nil {
+			src = r
+		} else {
+			serr = err
+		}
+	})
 	g, err := Open(ctx, c)
 	wg.Wait()
 	if err != nil || serr != nil {
@@ -91,11 +104,11 @@ func (r *campaignRun) Before(ctx context.Context) (err error) {
 	// A lock timeout on any statement of the campaign names its tables.
 	defer func() { err = r.g.explain(ctx, err) }()
 	g := r.g
-	if err := g.Prepare(ctx, r.src.Table.Cursor); err != nil {
+	if err := g.Prepare(ctx, r.src.Table().Cursor); err != nil {
 		return err
 	}
 	sink.WarnFsync(ctx, g.conn, r.c.Sink.DSN, r.log)
-	camp, err := g.Freeze(ctx, r.src.Conn(), r.src.Table.Ident)
+	camp, err := g.Freeze(ctx, r.src, r.src.Table().Ident)
 	r.src.Close(context.WithoutCancel(ctx)) // the targets are frozen: the source is not read again
 	r.src = nil
 	if err != nil {

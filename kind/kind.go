@@ -54,7 +54,7 @@ type Kind struct {
 	// campaign reads its frozen targets, not pages). Nil: nothing beyond
 	// the source's checks (and, for a sink with Catalog, the copy's
 	// columns and key in its database).
-	Check func(ctx context.Context, c *config.Config, src *source.Reader) ([]string, error)
+	Check func(ctx context.Context, c *config.Config, src source.Source) ([]string, error)
 	// Identity returns the settings, by config key ("sink.database",
 	// "sink.directory"), that name the place the kind writes to, beyond
 	// sink.type, sink.table, sink.key and sink.keep_deleted: a watermark

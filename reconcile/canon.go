@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/source"
 )
 
 // column is one compared column as one side's catalog describes it.
@@ -27,7 +28,7 @@ type column struct {
 }
 
 // describe reads the types of names in table t on conn.
-func describe(ctx context.Context, conn *pgx.Conn, t config.Table, names []string) ([]column, error) {
+func describe(ctx context.Context, conn source.Querier, t config.Table, names []string) ([]column, error) {
 	rows, err := conn.Query(ctx, `
 SELECT a.attname, format_type(a.atttypid, a.atttypmod), bt.typname::text,
        CASE WHEN bt.typcategory = 'A' THEN coalesce(et.typname::text, '') ELSE '' END
@@ -222,7 +223,7 @@ var probeHash = "SELECT sum(" + fastHash("repeat(md5(g::text) || 'é', g % 7) ||
 
 // pickHash returns fastHash when both servers compute it and agree on
 // probeHash, else hash64.
-func pickHash(ctx context.Context, a, b *pgx.Conn) (func(string) string, string) {
+func pickHash(ctx context.Context, a, b source.Querier) (func(string) string, string) {
 	var x, y string
 	if a.QueryRow(ctx, probeHash).Scan(&x) != nil || b.QueryRow(ctx, probeHash).Scan(&y) != nil || x != y {
 		return hash64, "md5"

@@ -9,6 +9,7 @@ import (
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/source"
 )
 
 // keyGuard is what a table's catalog guarantees about the rows of sink.key.
@@ -29,7 +30,7 @@ type keyGuard struct {
 func (g keyGuard) identifies() bool { return g.notNull && g.unique }
 
 // readKeyGuard reads the key guarantees of table t from its catalog.
-func readKeyGuard(ctx context.Context, conn *pgx.Conn, t config.Table, key []string) (keyGuard, error) {
+func readKeyGuard(ctx context.Context, conn source.Querier, t config.Table, key []string) (keyGuard, error) {
 	var g keyGuard
 	err := conn.QueryRow(ctx, `
 WITH c AS (SELECT to_regclass($1) AS oid),

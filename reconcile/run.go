@@ -81,10 +81,11 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 			return nil, err
 		}
 	}
-	src, err := source.Open(ctx, cfg)
+	opened, err := source.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	var src pgSource = opened
 	defer src.Close(context.WithoutCancel(ctx))
 	dst, err := sink.OpenPostgres(ctx, cfg)
 	if err != nil {
@@ -104,18 +105,18 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	// (that is how reconcile finds what they let in) and repaired by key.
 	safe := guard.identifies() && guard.arbiter
 	if safe {
-		if _, err := dst.Check(ctx, src.Table.Columns); err != nil {
+		if _, err := dst.Check(ctx, src.Table().Columns); err != nil {
 			return nil, err
 		}
-		if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 			return nil, err
 		}
 	} else {
-		dst.PrepareReplace(src.Table.Columns)
+		dst.PrepareReplace(src.Table().Columns)
 	}
-	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table.Cursor) {
+	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table().Cursor) {
 		return nil, &sourceerr.ResyncNeeded{Source: cfg.Name,
-			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table.Cursor))}
+			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table().Cursor))}
 	}
 	cov, err := newCoverage(ctx, cfg, src, st, o.WholeTable)
 	if err != nil {
@@ -125,7 +126,7 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 	if err != nil {
 		return nil, err
 	}
-	if c.src.guard, err = readKeyGuard(ctx, src.Conn(), src.Table.Ident, cfg.Sink.Key); err != nil {
+	if c.src.guard, err = readKeyGuard(ctx, src, src.Table().Ident, cfg.Sink.Key); err != nil {
 		return nil, err
 	}
 	c.dst.guard = guard
@@ -207,10 +208,18 @@ func newReport(name string) *Report {
 		NotCovered: map[string]int64{}}
 }
 
+// pgSource is what reconcile needs of a source: its table, and its
+// PostgreSQL session, on which it hashes and reads the source's rows as
+// it does the copy's.
+type pgSource interface {
+	source.Source
+	source.Session
+}
+
 // newComparer describes both tables and picks the line.
-func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, dst *sink.Postgres, cov *coverage, o Options, log *slog.Logger) (*comparer, error) {
-	names := make([]string, len(src.Table.Columns))
-	for i, col := range src.Table.Columns {
+func newComparer(ctx context.Context, cfg *config.Config, src pgSource, dst *sink.Postgres, cov *coverage, o Options, log *slog.Logger) (*comparer, error) {
+	names := make([]string, len(src.Table().Columns))
+	for i, col := range src.Table().Columns {
 		names[i] = col.Name
 	}
 	c := &comparer{leaf: o.LeafRows, log: log, cov: cov}
@@ -225,7 +234,7 @@ func newComparer(ctx context.Context, cfg *config.Config, src *source.Reader, ds
 		}
 	}
 	dstTable := cfg.Sink.Ident
-	c.src = &side{role: "source", conn: src.Conn(), table: src.Table.Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
+	c.src = &side{role: "source", conn: src, table: src.Table().Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
 	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
 	for _, sd := range []*side{c.src, c.dst} {
 		cols, err := describe(ctx, sd.conn, sd.table, names)

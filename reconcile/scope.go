@@ -74,8 +74,8 @@ func (cv *coverage) compared() string {
 // newCoverage builds the conditions for cfg's source at watermark st; the
 // line past the clock is read from the source now. whole compares every
 // row instead (Options.WholeTable): no cursor, no watermark.
-func newCoverage(ctx context.Context, cfg *config.Config, src *source.Reader, st watermark.State, whole bool) (*coverage, error) {
-	t := src.Table
+func newCoverage(ctx context.Context, cfg *config.Config, src pgSource, st watermark.State, whole bool) (*coverage, error) {
+	t := src.Table()
 	cv := &coverage{where: strings.TrimSpace(cfg.Source.Where), scope: sourceScope(cfg, t)}
 	if whole {
 		cv.whole = true
@@ -92,7 +92,7 @@ func newCoverage(ctx context.Context, cfg *config.Config, src *source.Reader, st
 	cv.noWatermark = !ok
 	if t.Temporal {
 		var now time.Time
-		if err := src.Conn().QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
+		if err := src.QueryRow(ctx, "SELECT now()").Scan(&now); err != nil {
 			return nil, fmt.Errorf("read the clock of the source of %s: %w", cfg.Name, err)
 		}
 		line := now.UTC().Add(source.ClockAllowance).Format("2006-01-02 15:04:05.999999") + "+00"

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/source"
 )
 
 var ident = pgutil.Ident
@@ -16,7 +17,7 @@ var ident = pgutil.Ident
 // side is one of the two tables: the source or the copy.
 type side struct {
 	role  string // "source" or "copy"
-	conn  *pgx.Conn
+	conn  source.Session
 	table config.Table
 	cols  []column // the compared columns, in the source's order
 	keys  []column // the key columns

@@ -68,7 +68,7 @@ sink:
 				t.Fatal(err)
 			}
 			defer s.Close(ctx)
-			if err := s.Prepare(ctx, src.Table.Columns); err != nil {
+			if err := s.Prepare(ctx, src.Table().Columns); err != nil {
 				t.Fatal(err)
 			}
 			if binary {

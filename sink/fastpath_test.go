@@ -71,7 +71,7 @@ func (e *fastEnv) openSink(t testing.TB, binary bool) *sink.Postgres {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
-	if err := s.Prepare(ctx, e.src.Table.Columns); err != nil {
+	if err := s.Prepare(ctx, e.src.Table().Columns); err != nil {
 		t.Fatal(err)
 	}
 	if !s.WantsBinary() {
@@ -194,7 +194,7 @@ func TestFastPathReappliedPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close(context.Background())
-	if err := s2.Prepare(context.Background(), e.src.Table.Columns); err != nil {
+	if err := s2.Prepare(context.Background(), e.src.Table().Columns); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range ps {
@@ -297,7 +297,7 @@ func TestSoftDeleteSourcesKeepTheirOwnPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	if err := s.Prepare(ctx, e.src.Table.Columns); err != nil {
+	if err := s.Prepare(ctx, e.src.Table().Columns); err != nil {
 		t.Fatal(err)
 	}
 	if s.WantsBinary() {

@@ -54,7 +54,7 @@ sink:
 		t.Fatal(err)
 	}
 	defer s.Close(ctx)
-	if err := s.Prepare(ctx, e.src.Table.Columns); err != nil {
+	if err := s.Prepare(ctx, e.src.Table().Columns); err != nil {
 		t.Fatal(err)
 	}
 	pages := e.pages(t)

@@ -12,15 +12,15 @@ import (
 // Call it once, before the first page, and only when the sink asked for
 // binary values.
 func (r *Reader) UseBinary() {
-	n := len(r.Table.Columns)
-	names := make([]string, 0, n+len(r.Table.Cursor))
-	for _, col := range r.Table.Columns {
+	n := len(r.table.Columns)
+	names := make([]string, 0, n+len(r.table.Cursor))
+	for _, col := range r.table.Columns {
 		names = append(names, col.Name)
 	}
-	for _, col := range r.Table.Cursor {
+	for _, col := range r.table.Cursor {
 		names = append(names, col.Name)
 	}
-	r.sel = "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)
+	r.sel = "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)
 	r.formats = make([]int16, len(names))
 	for i := range n {
 		r.formats[i] = 1

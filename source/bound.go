@@ -141,7 +141,7 @@ LEFT JOIN LATERAL (
 // timestamp without time zone is taken to hold UTC (the clock of a session
 // whose TimeZone is UTC).
 func (r *Reader) Bound(ctx context.Context) (Bound, error) {
-	if !r.Table.Temporal {
+	if !r.table.Temporal {
 		return r.sequenceBound(ctx)
 	}
 	s := r.cfg.Source
@@ -156,7 +156,7 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 	err := r.conn.QueryRow(ctx, boundQuery, pids, s.Bound, starts).
 		Scan(&b.Now, &b.Role, &b.roleSQL, &seesAll, &b.Standby, &pid, &app, &started)
 	if err != nil {
-		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.Table.Ident, err)
+		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.table.Ident, err)
 	}
 	b.Blind = s.Bound != config.BoundOff && !seesAll
 	b.Standby = b.Standby && s.Bound != config.BoundOff
@@ -169,7 +169,7 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		limit = started.Time.UTC()
 		b.session = Holder{PID: pid.Int32, App: app.String, Since: limit}
 	}
-	b.At, b.Value = limitText(r.Table.Cursor[0].Type, limit)
+	b.At, b.Value = limitText(r.table.Cursor[0].Type, limit)
 	if s.Bound == config.BoundOff && s.Settle.Duration <= 0 {
 		// Only the ceiling limits the read: there is no read bound to
 		// report, and the run is caught up to the clock, not past it.
@@ -216,13 +216,13 @@ func (r *Reader) AwaitWriters(ctx context.Context, b Bound, within time.Duration
 	if !b.Hold || len(b.pending) == 0 {
 		return b, nil
 	}
-	left, err := r.awaitWriters(ctx, r.Table.Seq, b.pending, within)
+	left, err := r.awaitWriters(ctx, r.table.Seq, b.pending, within)
 	if err != nil {
 		return b, err
 	}
 	b.pending = left
 	b.holdFor(left)
-	if !b.Hold && !r.Table.Temporal {
+	if !b.Hold && !r.table.Temporal {
 		b.Value = b.next
 	}
 	return b, nil

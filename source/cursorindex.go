@@ -27,11 +27,11 @@ type CursorIndex struct {
 
 // CreateIndex is the statement that creates the index the cursor needs.
 func (r *Reader) CreateIndex() string {
-	cols := make([]string, len(r.Table.Cursor))
-	for i, c := range r.Table.Cursor {
+	cols := make([]string, len(r.table.Cursor))
+	for i, c := range r.table.Cursor {
 		cols[i] = c.Name
 	}
-	sql := "CREATE INDEX ON " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " (" + pgutil.IdentList("", cols) + ")"
+	sql := "CREATE INDEX ON " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + " (" + pgutil.IdentList("", cols) + ")"
 	if w := strings.TrimSpace(r.cfg.Source.Where); w != "" {
 		sql += " WHERE " + w
 	}
@@ -43,13 +43,13 @@ func (r *Reader) CreateIndex() string {
 // on a table that was never ANALYZEd the planner sorts even when such an
 // index exists.
 func (r *Reader) CheckCursorIndex(ctx context.Context) (CursorIndex, error) {
-	t := r.Table.Ident
+	t := r.table.Ident
 	table := pgutil.Qualified(t.Schema, t.Name)
 	fail := func(err error) (CursorIndex, error) {
 		return CursorIndex{}, fmt.Errorf("read the indexes of %s: %w", t, err)
 	}
-	names := make([]string, len(r.Table.Cursor))
-	for i, c := range r.Table.Cursor {
+	names := make([]string, len(r.table.Cursor))
+	for i, c := range r.table.Cursor {
 		names[i] = c.Name
 	}
 	// The cursor columns' attnums and collations, in cursor order.
@@ -160,13 +160,13 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cols := make([]string, len(r.Table.Cursor))
-	for i, c := range r.Table.Cursor {
+	cols := make([]string, len(r.table.Cursor))
+	for i, c := range r.table.Cursor {
 		cols[i] = c.Name
 	}
 	if ci.Name == "" {
 		return fmt.Sprintf("the page query sorts the whole table on every page: no index of %s has the cursor columns (%s) first; create an index on (%s): %s",
-			r.Table.Ident, strings.Join(cols, ", "), strings.Join(cols, ", "), r.CreateIndex()), nil
+			r.table.Ident, strings.Join(cols, ", "), strings.Join(cols, ", "), r.CreateIndex()), nil
 	}
 	if !ci.Analyzed {
 		return "", nil
@@ -175,8 +175,8 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 	// prefers it: no advice.
 	var small bool
 	if err := r.conn.QueryRow(ctx, `SELECT relkind <> 'p' AND pg_relation_size(oid) < $2 FROM pg_class WHERE oid = $1::regclass`,
-		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name), smallTable).Scan(&small); err != nil {
-		return "", fmt.Errorf("read the size of %s: %w", r.Table.Ident, err)
+		pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name), smallTable).Scan(&small); err != nil {
+		return "", fmt.Errorf("read the size of %s: %w", r.table.Ident, err)
 	}
 	if small {
 		return "", nil
@@ -186,5 +186,5 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("the page query sorts the whole table on every page (plan: %s) although index %s has the cursor columns first: the planner's statistics of %s are out of date; run ANALYZE %s",
-		strings.Join(pc.Nodes, " > "), ci.Name, r.Table.Ident, pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name)), nil
+		strings.Join(pc.Nodes, " > "), ci.Name, r.table.Ident, pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)), nil
 }

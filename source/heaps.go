@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -35,4 +36,16 @@ SELECT oid::int8, coalesce(pg_relation_filenode(oid), 0)::int8 FROM t ORDER BY o
 		return nil, fmt.Errorf("read the heaps of %s: %w", table, err)
 	}
 	return heaps, nil
+}
+
+// HeapBlocks implements Snapshotter: whether the table is a plain table
+// (not a view, a partitioned table, a foreign table) and the size of its
+// heap in blocks.
+func (r *Reader) HeapBlocks(ctx context.Context) (plain bool, blocks int64, err error) {
+	var kind string
+	if err := r.conn.QueryRow(ctx, "SELECT relkind::text, pg_relation_size(oid) / current_setting('block_size')::int8 FROM pg_class WHERE oid = $1::regclass",
+		pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)).Scan(&kind, &blocks); err != nil {
+		return false, 0, fmt.Errorf("first load of %s: read the kind of the source table: %w", r.table.Ident, err)
+	}
+	return kind == "r", blocks, nil
 }

@@ -34,25 +34,25 @@ const fileZoneQuery = `SELECT setting FROM pg_file_settings WHERE lower(name) = 
 // in the future. It returns "" when no such zone is set (or the column is
 // another type, or source.bound is off).
 func (r *Reader) LocalTimeWarning(ctx context.Context) (string, error) {
-	if baseType(r.Table.Cursor[0].Type) != "timestamp without time zone" || r.cfg.Source.Bound == config.BoundOff {
+	if baseType(r.table.Cursor[0].Type) != "timestamp without time zone" || r.cfg.Source.Bound == config.BoundOff {
 		return "", nil
 	}
 	rows, err := r.conn.Query(ctx, localZonesQuery, utcZones)
 	if err != nil {
-		return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.Table.Ident, err)
+		return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.table.Ident, err)
 	}
 	var zones []string
 	for rows.Next() {
 		var z string
 		if err := rows.Scan(&z); err != nil {
 			rows.Close()
-			return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.Table.Ident, err)
+			return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.table.Ident, err)
 		}
 		zones = append(zones, z)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.Table.Ident, err)
+		return "", fmt.Errorf("read the TimeZone settings of the source for %s: %w", r.table.Ident, err)
 	}
 	// The configuration file's zone is readable only by superusers (and
 	// pg_read_all_settings); without the right it stays unknown.
@@ -64,7 +64,7 @@ func (r *Reader) LocalTimeWarning(ctx context.Context) (string, error) {
 		return "", nil
 	}
 	return fmt.Sprintf("source.cursor's first column %q of %s is timestamp without time zone and writers of the source get TimeZone %s: syncd takes these values as UTC, so the read bound cannot hold back a late commit stamped in local time and rows may be skipped (only reconcile finds them); make the column timestamptz, or stamp it with now() AT TIME ZONE 'UTC', or set TimeZone = 'UTC' for the writers",
-		r.Table.Cursor[0].Name, r.Table.Ident, strings.Join(zones, ", ")), nil
+		r.table.Cursor[0].Name, r.table.Ident, strings.Join(zones, ", ")), nil
 }
 
 func isUTC(zone string) bool {

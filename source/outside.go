@@ -35,7 +35,7 @@ func (o Outside) Total() int64 { return o.NullCursor + o.Ahead }
 // column that is not temporal). The limit is parameter $1.
 func (r *Reader) outsidePredicates() (null, ahead string) {
 	var nulls []string
-	for _, col := range r.Table.Cursor {
+	for _, col := range r.table.Cursor {
 		if !col.NotNull {
 			nulls = append(nulls, pgutil.Ident(col.Name)+" IS NULL")
 		}
@@ -43,8 +43,8 @@ func (r *Reader) outsidePredicates() (null, ahead string) {
 	if len(nulls) > 0 {
 		null = "(" + strings.Join(nulls, " OR ") + ")"
 	}
-	if r.Table.Temporal {
-		first := r.Table.Cursor[0]
+	if r.table.Temporal {
+		first := r.table.Cursor[0]
 		ahead = pgutil.Ident(first.Name) + " > $1::" + baseType(first.Type)
 	}
 	return null, ahead
@@ -76,7 +76,7 @@ func (r *Reader) outsideWhere() string {
 // date is the UTC day the limit falls in.
 func (r *Reader) clockLimit(ctx context.Context) (string, error) {
 	expr := "now() + $1::interval"
-	switch baseType(r.Table.Cursor[0].Type) {
+	switch baseType(r.table.Cursor[0].Type) {
 	case "timestamp without time zone":
 		expr = "(now() AT TIME ZONE 'UTC') + $1::interval"
 	case "date":
@@ -85,7 +85,7 @@ func (r *Reader) clockLimit(ctx context.Context) (string, error) {
 	var limit string
 	allow := fmt.Sprintf("%d microseconds", ClockAllowance.Microseconds())
 	if err := r.conn.QueryRow(ctx, "SELECT ("+expr+")::text", allow).Scan(&limit); err != nil {
-		return "", fmt.Errorf("read the source clock for %s: %w", r.Table.Ident, err)
+		return "", fmt.Errorf("read the source clock for %s: %w", r.table.Ident, err)
 	}
 	return limit, nil
 }
@@ -101,7 +101,7 @@ func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
 	}
 	null, _ := r.outsidePredicates()
 	var args []any
-	if r.Table.Temporal {
+	if r.table.Temporal {
 		limit, err := r.clockLimit(ctx)
 		if err != nil {
 			return o, err
@@ -114,12 +114,12 @@ func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
 		countNull = "count(*) FILTER (WHERE " + null + ")"
 		countAhead = "count(*) FILTER (WHERE NOT " + null + ")"
 	}
-	if !r.Table.Temporal {
+	if !r.table.Temporal {
 		countAhead = "0::int8"
 	}
-	q := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + where
+	q := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
 	if err := r.conn.QueryRow(ctx, q, args...).Scan(&o.NullCursor, &o.Ahead); err != nil {
-		return o, fmt.Errorf("count rows of %s outside the cursor's reach (NULL cursor, stamped ahead of the clock): %w", r.Table.Ident, err)
+		return o, fmt.Errorf("count rows of %s outside the cursor's reach (NULL cursor, stamped ahead of the clock): %w", r.table.Ident, err)
 	}
 	return o, nil
 }
@@ -139,17 +139,17 @@ func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, lim
 		return page.Page{}, nil, err
 	}
 	var params []string
-	if r.Table.Temporal {
+	if r.table.Temporal {
 		params = append(params, o.Limit)
 	}
-	names := make([]string, 0, len(r.Table.Columns)+len(r.Table.Cursor)+len(keys))
-	for _, col := range r.Table.Columns {
+	names := make([]string, 0, len(r.table.Columns)+len(r.table.Cursor)+len(keys))
+	for _, col := range r.table.Columns {
 		names = append(names, col.Name)
 	}
 	var formats []int16
 	if r.formats != nil {
 		// The binary select also carries the cursor as text (UseBinary).
-		for _, col := range r.Table.Cursor {
+		for _, col := range r.table.Cursor {
 			names = append(names, col.Name)
 		}
 		formats = slices.Clone(r.formats)
@@ -162,7 +162,7 @@ func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, lim
 			formats = append(formats, 0)
 		}
 	}
-	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + where
+	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
 	if after != nil {
 		vals := make([]string, len(keys))
 		for i, k := range keys {
@@ -174,7 +174,7 @@ func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, lim
 	q += " ORDER BY " + pgutil.IdentList("", keyNames) + fmt.Sprintf(" LIMIT %d", limit)
 
 	p := page.Page{Binary: r.formats != nil}
-	n := len(r.Table.Columns)
+	n := len(r.table.Columns)
 	var mem arena
 	var next []string
 	err = r.execFormats(ctx, q, params, formats, func(vals [][]byte) {
@@ -185,7 +185,7 @@ func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, lim
 		}
 	})
 	if err != nil {
-		return page.Page{}, nil, fmt.Errorf("read rows of %s outside the cursor's reach: %w", r.Table.Ident, err)
+		return page.Page{}, nil, fmt.Errorf("read rows of %s outside the cursor's reach: %w", r.table.Ident, err)
 	}
 	return p, next, nil
 }
@@ -194,28 +194,33 @@ func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, lim
 func (r *Reader) keyColumns() ([]page.Column, error) {
 	var keys []page.Column
 	for _, name := range r.cfg.Sink.Key {
-		i := slices.IndexFunc(r.Table.Columns, func(c page.Column) bool { return c.Name == name })
+		i := slices.IndexFunc(r.table.Columns, func(c page.Column) bool { return c.Name == name })
 		if i < 0 {
-			return nil, r.cfg.Errorf("sink.key", "key column %q of %s is not among source.columns; select it", name, r.Table.Ident)
+			return nil, r.cfg.Errorf("sink.key", "key column %q of %s is not among source.columns; select it", name, r.table.Ident)
 		}
-		keys = append(keys, r.Table.Columns[i])
+		keys = append(keys, r.table.Columns[i])
 	}
 	return keys, nil
 }
 
 // Warnings says what a user must know about the rows outside the cursor's
-// reach, one line per kind; the run log and `syncd validate` print them.
-func (o Outside) Warnings(r *Reader) []string {
+// reach of table t, one line per kind; the run log and `syncd validate`
+// print them.
+func (o Outside) Warnings(t *Table) []string {
 	var out []string
-	cursor := strings.Join(r.cfg.Source.Cursor, ", ")
+	names := make([]string, len(t.Cursor))
+	for i, col := range t.Cursor {
+		names[i] = col.Name
+	}
+	cursor := strings.Join(names, ", ")
 	if o.NullCursor > 0 {
 		out = append(out, fmt.Sprintf("%d rows of %s have a NULL cursor column (%s), which the cursor never reaches: each run copies them in an extra pass after its pages, without moving the watermark; set the column on those rows and make it NOT NULL (or give it a default) in the source",
-			o.NullCursor, r.Table.Ident, cursor))
+			o.NullCursor, t.Ident, cursor))
 	}
 	if o.Ahead > 0 {
-		first := r.Table.Cursor[0].Name
+		first := t.Cursor[0].Name
 		out = append(out, fmt.Sprintf("%d rows of %s have %s past the source's clock plus %s (after %s, 'infinity' included): the watermark never follows them, so each run copies them in an extra pass after its pages; correct their %s in the source",
-			o.Ahead, r.Table.Ident, first, ClockAllowance, o.Limit, first))
+			o.Ahead, t.Ident, first, ClockAllowance, o.Limit, first))
 	}
 	return out
 }

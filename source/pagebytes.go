@@ -74,12 +74,12 @@ func (r *Reader) sized(limit int) bool {
 	if budget <= 0 {
 		return false
 	}
-	for _, col := range r.Table.Columns {
+	for _, col := range r.table.Columns {
 		if !fixedTypes[baseType(col.Type)] {
 			return true
 		}
 	}
-	return int64(limit)*int64(len(r.Table.Columns))*fixedTextWidth > budget
+	return int64(limit)*int64(len(r.table.Columns))*fixedTextWidth > budget
 }
 
 // sizedQuery wraps the page query q (whose select list is r's columns,
@@ -87,10 +87,10 @@ func (r *Reader) sized(limit int) bool {
 // only the rows that fit in page_bytes, the first row always, and one more
 // column, "true" when a row that did not fit follows.
 func (r *Reader) sizedQuery(q string, params []string) (string, []string) {
-	n := len(r.Table.Columns)
+	n := len(r.table.Columns)
 	total := n
 	if r.formats != nil {
-		total += len(r.Table.Cursor)
+		total += len(r.table.Cursor)
 	}
 	alias := func(i int) string { return fmt.Sprintf("syncd_c%d", i+1) }
 	// q selects its columns by name; the wrapper renames them by position,
@@ -99,12 +99,12 @@ func (r *Reader) sizedQuery(q string, params []string) (string, []string) {
 	for i := range total {
 		names[i] = alias(i)
 	}
-	order := make([]string, len(r.Table.CursorIdx))
-	for i, idx := range r.Table.CursorIdx {
+	order := make([]string, len(r.table.CursorIdx))
+	for i, idx := range r.table.CursorIdx {
 		order[i] = alias(idx)
 	}
 	sizes := []string{fmt.Sprint(4 * n)} // each value's length word
-	for i, col := range r.Table.Columns {
+	for i, col := range r.table.Columns {
 		if !fixedTypes[baseType(col.Type)] {
 			// int8 before adding: two values of 1 GB pass int4.
 			sizes = append(sizes, "coalesce("+valueSize(alias(i), col.Type, r.formats != nil)+", 0)::int8")

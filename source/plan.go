@@ -19,8 +19,8 @@ type PlanCheck struct {
 // CheckPlan explains the page query the way a run issues it (after a cursor)
 // and reports whether it walks an index in cursor order.
 func (r *Reader) CheckPlan(ctx context.Context) (PlanCheck, error) {
-	after := make([]string, len(r.Table.Cursor))
-	for i, col := range r.Table.Cursor {
+	after := make([]string, len(r.table.Cursor))
+	for i, col := range r.table.Cursor {
 		after[i] = sampleValue(col.Type)
 	}
 	q, params := r.readQuery(Position{After: after}, r.cfg.Source.PageSize)
@@ -30,13 +30,13 @@ func (r *Reader) CheckPlan(ctx context.Context) (PlanCheck, error) {
 	}
 	var raw []byte
 	if err := r.conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
-		return PlanCheck{}, fmt.Errorf("explain page query of %s: %w", r.Table.Ident, err)
+		return PlanCheck{}, fmt.Errorf("explain page query of %s: %w", r.table.Ident, err)
 	}
 	var plans []struct {
 		Plan planNode `json:"Plan"`
 	}
 	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
-		return PlanCheck{}, fmt.Errorf("explain page query of %s: unreadable plan: %v", r.Table.Ident, err)
+		return PlanCheck{}, fmt.Errorf("explain page query of %s: unreadable plan: %v", r.table.Ident, err)
 	}
 	var pc PlanCheck
 	plans[0].Plan.walk(func(n *planNode) {

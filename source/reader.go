@@ -3,10 +3,26 @@
 // with row-value comparison and never OFFSET. Values travel as PostgreSQL's
 // text output, so a timestamp keeps its microseconds and a cursor value is
 // handed back to the server exactly as the server printed it.
+//
+// The package is also the boundary between a run and where its rows come
+// from (source.go). Source is the small interface a run needs: the
+// table's description, the commit-safe bound, a page from a position,
+// the order of two cursors, the clock, Close. What only PostgreSQL offers
+// is a capability the callers look for: settling the bound (Settler), the
+// outside pass (OutsideReader), following the schema (SchemaReader),
+// binary pages (BinaryReader), the index and time zone checks (Checker),
+// row estimates and counts (Counter), the first load from an exported
+// snapshot (Snapshotter), and SQL on the source's own session (Querier,
+// and Session for reconcile's hashes and a campaign's freeze). Reader is
+// the PostgreSQL implementation and has them all; syncer, reconcile,
+// coupon and cli hold a Source (or a named set of capabilities), never a
+// *Reader or its connection. How Open obtains the session is not part of
+// the boundary.
 package source
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -32,11 +48,13 @@ type Position struct {
 	Before string
 }
 
-// Reader reads pages from one source table over one connection.
+// Reader reads pages from one PostgreSQL source table over one
+// connection: the PostgreSQL implementation of Source, with every
+// capability (source.go).
 type Reader struct {
 	conn  *pgx.Conn
 	cfg   *config.Config
-	Table *Table
+	table *Table
 	sel   string // SELECT ... FROM ... (without WHERE)
 	order string
 	// formats are the result formats of sel's columns when UseBinary was
@@ -69,17 +87,26 @@ func Open(ctx context.Context, c *config.Config) (*Reader, error) {
 	return &Reader{
 		conn:  conn,
 		cfg:   c,
-		Table: t,
+		table: t,
 		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
 		order: " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
 	}, nil
 }
 
-// Conn is the reader's connection, for checks that run beside the pages.
-func (r *Reader) Conn() *pgx.Conn { return r.conn }
+// Table is the source table as Open described it.
+func (r *Reader) Table() *Table { return r.table }
 
 // Close closes the connection.
 func (r *Reader) Close(ctx context.Context) error { return r.conn.Close(ctx) }
+
+// Clock reads the source's clock (clock_timestamp(), in UTC).
+func (r *Reader) Clock(ctx context.Context) (time.Time, error) {
+	var t time.Time
+	if err := r.conn.QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
+		return t, fmt.Errorf("read the source's clock: %w", err)
+	}
+	return t.UTC(), nil
+}
 
 // PageQuery builds the SQL and text parameters of one page.
 func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
@@ -91,12 +118,12 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 	if f := r.filter(); f != "" {
 		conds = append(conds, f)
 	}
-	first := r.Table.Cursor[0]
+	first := r.table.Cursor[0]
 	switch {
 	case pos.After != nil:
-		cols := make([]string, len(r.Table.Cursor))
-		vals := make([]string, len(r.Table.Cursor))
-		for i, col := range r.Table.Cursor {
+		cols := make([]string, len(r.table.Cursor))
+		vals := make([]string, len(r.table.Cursor))
+		for i, col := range r.table.Cursor {
 			cols[i] = pgutil.Ident(col.Name)
 			vals[i] = arg(pos.After[i], col.Type)
 		}
@@ -136,10 +163,10 @@ func (r *Reader) readQuery(pos Position, limit int) (string, []string) {
 // CountBefore counts the rows a page read from pos reaches whose first
 // cursor column is before t (a date column: before the day t falls in).
 func (r *Reader) CountBefore(ctx context.Context, pos Position, t time.Time) (int64, error) {
-	if !r.Table.Temporal {
-		return 0, fmt.Errorf("count rows of %s before %s: the first cursor column %q is not a timestamp", r.Table.Ident, t.Format(time.RFC3339Nano), r.Table.Cursor[0].Name)
+	if !r.table.Temporal {
+		return 0, fmt.Errorf("count rows of %s before %s: the first cursor column %q is not a timestamp", r.table.Ident, t.Format(time.RFC3339Nano), r.table.Cursor[0].Name)
 	}
-	_, pos.Before = limitText(r.Table.Cursor[0].Type, t)
+	_, pos.Before = limitText(r.table.Cursor[0].Type, t)
 	q, params := r.PageQuery(pos, math.MaxInt32)
 	args := make([]any, len(params))
 	for i, p := range params {
@@ -147,9 +174,32 @@ func (r *Reader) CountBefore(ctx context.Context, pos Position, t time.Time) (in
 	}
 	var n int64
 	if err := r.conn.QueryRow(ctx, "SELECT count(*) FROM ("+q+") AS page", args...).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count rows of %s before %s: %w", r.Table.Ident, t.Format(time.RFC3339Nano), err)
+		return 0, fmt.Errorf("count rows of %s before %s: %w", r.table.Ident, t.Format(time.RFC3339Nano), err)
 	}
 	return n, nil
+}
+
+// EstimateRows asks the planner how many rows a read from pos reaches:
+// the estimated rows of the page query without its limit.
+func (r *Reader) EstimateRows(ctx context.Context, pos Position) (int64, error) {
+	q, params := r.PageQuery(pos, math.MaxInt32)
+	args := make([]any, len(params))
+	for i, p := range params {
+		args[i] = p
+	}
+	var raw []byte
+	if err := r.conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
+		return 0, fmt.Errorf("explain the page query: %w", err)
+	}
+	var plans []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
+		return 0, fmt.Errorf("unreadable plan: %v", err)
+	}
+	return int64(plans[0].Plan.Rows), nil
 }
 
 // ReadPage reads at most limit rows from pos in cursor order, and at most
@@ -163,7 +213,7 @@ func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Pa
 	}
 	budget := r.cfg.Source.PageBytes.Bytes
 	p := page.Page{Binary: r.formats != nil}
-	n := len(r.Table.Columns)
+	n := len(r.table.Columns)
 	var mem arena
 	var last []byte // the trailing text cursor of the latest row
 	var ends []int
@@ -204,11 +254,11 @@ func (r *Reader) ReadPage(ctx context.Context, pos Position, limit int) (page.Pa
 		r.narrow = !p.More && widest*int64(limit) <= budget/2
 	}
 	if err != nil {
-		return page.Page{}, fmt.Errorf("read page of %s: %w", r.Table.Ident, err)
+		return page.Page{}, fmt.Errorf("read page of %s: %w", r.table.Ident, err)
 	}
 	if k := len(p.Rows); k > 0 {
-		p.Last = make([]string, len(r.Table.CursorIdx))
-		for i, idx := range r.Table.CursorIdx {
+		p.Last = make([]string, len(r.table.CursorIdx))
+		for i, idx := range r.table.CursorIdx {
 			if p.Binary {
 				// The text copies of the cursor trail the binary columns.
 				start := 0
@@ -249,18 +299,18 @@ func (r *Reader) execFormats(ctx context.Context, q string, params []string, for
 func (r *Reader) Less(ctx context.Context, a, b []string) (bool, error) {
 	var left, right []string
 	var params []any
-	for i, col := range r.Table.Cursor {
+	for i, col := range r.table.Cursor {
 		params = append(params, a[i])
 		left = append(left, fmt.Sprintf("$%d::%s", len(params), col.Type))
 	}
-	for i, col := range r.Table.Cursor {
+	for i, col := range r.table.Cursor {
 		params = append(params, b[i])
 		right = append(right, fmt.Sprintf("$%d::%s", len(params), col.Type))
 	}
 	var less bool
 	q := "SELECT ROW(" + strings.Join(left, ", ") + ") < ROW(" + strings.Join(right, ", ") + ")"
 	if err := r.conn.QueryRow(ctx, q, params...).Scan(&less); err != nil {
-		return false, fmt.Errorf("compare cursors of %s: %w", r.Table.Ident, err)
+		return false, fmt.Errorf("compare cursors of %s: %w", r.table.Ident, err)
 	}
 	return less, nil
 }

@@ -12,18 +12,18 @@ import (
 // Schema is the selected columns of the source table as Describe read
 // them (with their attnums, which a rename keeps), and its primary key.
 func (r *Reader) Schema(ctx context.Context) (watermark.Schema, error) {
-	s := watermark.Schema{Columns: r.Table.SchemaColumns()}
+	s := watermark.Schema{Columns: r.table.SchemaColumns()}
 	rows, err := r.conn.Query(ctx, `
 SELECT a.attname
 FROM pg_index i
 JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
 WHERE i.indrelid = $1::regclass AND i.indisprimary
-ORDER BY array_position(i.indkey::int2[], a.attnum)`, pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name))
+ORDER BY array_position(i.indkey::int2[], a.attnum)`, pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name))
 	if err != nil {
-		return s, fmt.Errorf("read the primary key of %s: %w", r.Table.Ident, err)
+		return s, fmt.Errorf("read the primary key of %s: %w", r.table.Ident, err)
 	}
 	if s.PrimaryKey, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil {
-		return s, fmt.Errorf("read the primary key of %s: %w", r.Table.Ident, err)
+		return s, fmt.Errorf("read the primary key of %s: %w", r.table.Ident, err)
 	}
 	return s, nil
 }
@@ -49,7 +49,7 @@ func (r *Reader) BackfillPage(ctx context.Context, key, keyTypes, cols []string,
 		q += "t." + pgutil.Ident(k) + "::text"
 	}
 	// Qualified, so that ORDER BY means the column and not its text output.
-	q += " FROM " + pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + " AS t"
+	q += " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + " AS t"
 	args := []any{}
 	if after != nil {
 		q += " WHERE (" + pgutil.IdentList("t.", key) + ") > ("
@@ -65,7 +65,7 @@ func (r *Reader) BackfillPage(ctx context.Context, key, keyTypes, cols []string,
 	q += fmt.Sprintf(" ORDER BY %s LIMIT %d", pgutil.IdentList("t.", key), limit)
 	rows, err := r.conn.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read backfill page of %s: %w", r.Table.Ident, err)
+		return nil, fmt.Errorf("read backfill page of %s: %w", r.table.Ident, err)
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([]*string, error) {
 		vals := make([]*string, len(key)+len(cols))
@@ -76,7 +76,7 @@ func (r *Reader) BackfillPage(ctx context.Context, key, keyTypes, cols []string,
 		return vals, row.Scan(ptrs...)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read backfill page of %s: %w", r.Table.Ident, err)
+		return nil, fmt.Errorf("read backfill page of %s: %w", r.table.Ident, err)
 	}
 	return out, nil
 }

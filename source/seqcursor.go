@@ -116,9 +116,9 @@ func sequenceOf(ctx context.Context, conn *pgx.Conn, t *Table) (string, error) {
 // value from nextval() in an earlier transaction) are outside this
 // guarantee, as are UPDATEs, which an id cursor never sees.
 func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
-	first := r.Table.Cursor[0]
+	first := r.table.Cursor[0]
 	if r.cfg.Source.Bound == config.BoundOff {
-		why := r.Table.unsafe
+		why := r.table.unsafe
 		if why == "" {
 			why = fmt.Sprintf("first cursor column %q (%s) is not a timestamp", first.Name, first.Type)
 		}
@@ -134,10 +134,10 @@ func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
 	// that lower values were handed out: M0 is capped at the sequence's
 	// last value when this role may read it.
 	q := "SELECT least(m.v, l.v)::text, l.v, now(), pg_is_in_recovery() FROM (SELECT max(" + col + ") AS v FROM " +
-		pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name) + ") AS m, " +
+		pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + ") AS m, " +
 		"(SELECT CASE WHEN has_sequence_privilege($1::oid, 'SELECT,USAGE') THEN pg_sequence_last_value($1::oid) END AS v) AS l"
-	if err := r.conn.QueryRow(ctx, q, r.Table.Seq).Scan(&m0, &last, &b.Now, &b.Standby); err != nil {
-		return Bound{}, fmt.Errorf("read the largest committed %s of %s for the read bound: %w", first.Name, r.Table.Ident, err)
+	if err := r.conn.QueryRow(ctx, q, r.table.Seq).Scan(&m0, &last, &b.Now, &b.Standby); err != nil {
+		return Bound{}, fmt.Errorf("read the largest committed %s of %s for the read bound: %w", first.Name, r.table.Ident, err)
 	}
 	b.Now = b.Now.UTC()
 	if last.Valid {
@@ -145,9 +145,9 @@ func (r *Reader) sequenceBound(ctx context.Context) (Bound, error) {
 	}
 	next, err := nextValue(first.Type, m0)
 	if err != nil {
-		return Bound{}, fmt.Errorf("read bound of %s: %w", r.Table.Ident, err)
+		return Bound{}, fmt.Errorf("read bound of %s: %w", r.table.Ident, err)
 	}
-	ws, err := r.writers(ctx, r.Table.Seq)
+	ws, err := r.writers(ctx, r.table.Seq)
 	if err != nil {
 		return Bound{}, err
 	}

@@ -158,10 +158,10 @@ WHERE n.nspname = $1 AND c.relname = $2 AND k.contype = 'c'`, schema, name)
 // so every label a row under the bound holds is then known, and the sink
 // can add it before that row is applied.
 func (r *Reader) RefreshTypes(ctx context.Context) error {
-	types, err := userTypes(ctx, r.conn, r.Table.Columns)
+	types, err := userTypes(ctx, r.conn, r.table.Columns)
 	if err != nil {
-		return fmt.Errorf("describe types of %s: %w", r.Table.Ident, err)
+		return fmt.Errorf("describe types of %s: %w", r.table.Ident, err)
 	}
-	r.Table.Types = types
+	r.table.Types = types
 	return nil
 }

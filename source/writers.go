@@ -52,9 +52,9 @@ type writer struct {
 // table or take values from seq (0: no sequence). pg_locks and
 // pg_prepared_xacts are readable by every role.
 func (r *Reader) writers(ctx context.Context, seq uint32) ([]writer, error) {
-	rows, err := r.conn.Query(ctx, writersQuery, pgutil.Qualified(r.Table.Ident.Schema, r.Table.Ident.Name), seq)
+	rows, err := r.conn.Query(ctx, writersQuery, pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name), seq)
 	if err != nil {
-		return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.Table.Ident, err)
+		return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.table.Ident, err)
 	}
 	defer rows.Close()
 	var out []writer
@@ -67,7 +67,7 @@ func (r *Reader) writers(ctx context.Context, seq uint32) ([]writer, error) {
 			gid   pgtype.Text
 		)
 		if err := rows.Scan(&w.vxid, &pid, &app, &since, &gid); err != nil {
-			return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.Table.Ident, err)
+			return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.table.Ident, err)
 		}
 		w.PID, w.App, w.Since = pid.Int32, app.String, since.Time.UTC()
 		if !pid.Valid {
@@ -76,7 +76,7 @@ func (r *Reader) writers(ctx context.Context, seq uint32) ([]writer, error) {
 		out = append(out, w)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.Table.Ident, err)
+		return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.table.Ident, err)
 	}
 	slices.SortFunc(out, func(a, b writer) int { return a.Since.Compare(b.Since) })
 	return out, nil

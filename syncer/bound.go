@@ -50,7 +50,7 @@ var blindWarned sync.Map
 // about it: once per process when the role cannot see other sessions or
 // source.bound: off leaves late commits to reconcile, and once per cause
 // (a transaction, a prepared transaction) when one holds it back.
-func readBound(ctx context.Context, src *source.Reader, c *config.Config, w waits, log *slog.Logger) (source.Bound, error) {
+func readBound(ctx context.Context, src source.Source, c *config.Config, w waits, log *slog.Logger) (source.Bound, error) {
 	b, err := settledBound(ctx, src, w)
 	if err != nil {
 		return b, err
@@ -59,9 +59,12 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, w wait
 	// offset, an application clock slightly fast) would wait for the next
 	// run; when they are at most the ahead wait away, wait for the clock to pass
 	// them and take the bound again, so a run catches up with them.
-	ahead, ok, err := src.AheadOfClock(ctx, b, w.ahead)
-	if err != nil {
-		return b, err
+	var ahead time.Duration
+	var ok bool
+	if s, settles := src.(source.Settler); settles {
+		if ahead, ok, err = s.AheadOfClock(ctx, b, w.ahead); err != nil {
+			return b, err
+		}
 	}
 	if ok {
 		log.Debug("waiting for the source clock to pass rows stamped ahead of it", "wait", ahead.Round(time.Millisecond).String())
@@ -81,12 +84,16 @@ func readBound(ctx context.Context, src *source.Reader, c *config.Config, w wait
 		}
 	}
 	warnLocalTime(ctx, src, c, log)
-	logHolders(ctx, b, src.Table.Temporal, c, w, log)
+	logHolders(ctx, b, src.Table().Temporal, c, w, log)
 	return b, nil
 }
 
 // warnLocalTime logs source.LocalTimeWarning once per process and source.
-func warnLocalTime(ctx context.Context, src *source.Reader, c *config.Config, log *slog.Logger) {
+func warnLocalTime(ctx context.Context, from source.Source, c *config.Config, log *slog.Logger) {
+	src, ok := from.(source.Checker)
+	if !ok {
+		return
+	}
 	key := "localtime\x00" + c.Name + "\x00" + pgutil.Describe(c.Source.DSN)
 	if _, seen := blindWarned.Load(key); seen {
 		return
@@ -104,12 +111,13 @@ func warnLocalTime(ctx context.Context, src *source.Reader, c *config.Config, lo
 
 // settledBound takes the bound and, when open writers make it hold at the
 // watermark, waits up to the ahead wait for exactly those writers to end.
-func settledBound(ctx context.Context, src *source.Reader, w waits) (source.Bound, error) {
+func settledBound(ctx context.Context, src source.Source, w waits) (source.Bound, error) {
 	b, err := src.Bound(ctx)
-	if err != nil {
+	s, ok := src.(source.Settler)
+	if err != nil || !ok {
 		return b, err
 	}
-	return src.AwaitWriters(ctx, b, w.ahead)
+	return s.AwaitWriters(ctx, b, w.ahead)
 }
 
 // logHolders logs each transaction that holds the bound back, at warning

@@ -35,17 +35,20 @@ import (
 //
 // It returns the record, with the source's identity as the catalog last
 // knew it (see rewritten).
-func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (*catalog.Record, error) {
+func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*catalog.Record, error) {
 	conn := sink.LockConn(dst)
 	rs, ok := dst.(sink.Recorder)
-	if conn == nil || !ok {
-		return nil, nil // a sink without a database of its own to record in
+	q, queried := src.(source.Querier)
+	if conn == nil || !ok || !queried {
+		// A sink without a database of its own to record in, or a source
+		// whose table has no catalog identity.
+		return nil, nil
 	}
 	c := r.c
 	if err := catalog.Ensure(ctx, conn); err != nil {
 		return nil, err // a missing privilege: exit 1, a grant fixes it
 	}
-	id, err := catalog.ReadSource(ctx, src.Conn(), pgutil.Qualified(src.Table.Ident.Schema, src.Table.Ident.Name), src.Table.Ident.String())
+	id, err := catalog.ReadSource(ctx, q, pgutil.Qualified(src.Table().Ident.Schema, src.Table().Ident.Name), src.Table().Ident.String())
 	if err != nil {
 		return nil, err
 	}
@@ -99,7 +102,7 @@ func (r *runner) claim(ctx context.Context, src *source.Reader, dst sink.Sink) (
 // record disagree: a resync of the state file the record has not seen
 // moves the record (moved is true); otherwise the sink's record wins, and
 // the state file is set to it.
-func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn, rec *catalog.Record) (moved bool, err error) {
+func (r *runner) follow(ctx context.Context, src source.Source, conn *pgx.Conn, rec *catalog.Record) (moved bool, err error) {
 	st := r.st
 	if r.resyncedSince(*rec) {
 		// A resync since the record last moved: the operator chose where
@@ -107,7 +110,7 @@ func (r *runner) follow(ctx context.Context, src *source.Reader, conn *pgx.Conn,
 		rec.Cursor, rec.ResyncedAt = st.Cursor, st.ResyncedAt.Truncate(time.Microsecond)
 		return true, nil
 	}
-	if len(rec.Cursor) > 0 && len(rec.Cursor) != len(src.Table.Cursor) {
+	if len(rec.Cursor) > 0 && len(rec.Cursor) != len(src.Table().Cursor) {
 		return false, nil // another cursor: the identity check refuses the state's
 	}
 	if cols := r.c.Source.Cursor; len(rec.Source.Cursor) > 0 && !slices.Equal(rec.Source.Cursor, cols) {
@@ -207,7 +210,7 @@ func resyncPending(cursor []string, stateAt, recordAt time.Time) bool {
 // holds: the copy is compared with the source value by value and repaired
 // (reconcile), before the run reads on. The new identity is recorded only
 // once that repair has succeeded.
-func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog.Record, repair func(context.Context) error) error {
+func (r *runner) rewritten(ctx context.Context, src source.Source, rec *catalog.Record, repair func(context.Context) error) error {
 	if rec == nil {
 		return nil
 	}
@@ -234,7 +237,7 @@ func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog
 		}
 		if holds {
 			r.log.Warn("the source table is not the one the copy was made from, and there is no watermark to compare the copy up to yet; the next run compares and repairs it",
-				"table", src.Table.Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
+				"table", src.Table().Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
 			return nil
 		}
 	}
@@ -244,10 +247,10 @@ func (r *runner) rewritten(ctx context.Context, src *source.Reader, rec *catalog
 			what = fmt.Sprintf("it was dropped and created again (oid %d, was %d)", id.OID, old.OID)
 		}
 		r.log.Warn("the source table is not the one the copy was made from: "+what+"; comparing the copy with it value by value and repairing it before reading on",
-			"table", src.Table.Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
+			"table", src.Table().Ident.String(), "copy", rec.Copy, "heap", id.Heap, "was", old.Heap)
 		if err := repair(ctx); err != nil {
 			return fmt.Errorf("source table %s changed under the copy %s (%s), and the repair of the copy failed: %w; the next run tries again",
-				src.Table.Ident, rec.Copy, what, err)
+				src.Table().Ident, rec.Copy, what, err)
 		}
 	}
 	rec.Source = id

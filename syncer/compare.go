@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/syncd/syncd/reconcile"
-	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
 )
 
@@ -39,7 +38,7 @@ func (r *runner) compare(ctx context.Context) error {
 		return c.Errorf("mode", "a %s sink cannot be synced in compare mode", c.Sink.Type)
 	}
 	// The source first: it settles sink.key, which the sink is opened with.
-	src, err := source.Open(ctx, &c)
+	src, err := r.o.openSource(ctx, &c)
 	if err != nil {
 		return err
 	}
@@ -69,7 +68,7 @@ func (r *runner) compare(ctx context.Context) error {
 	if err := r.rewritten(ctx, src, rec, nil); err != nil {
 		return err
 	}
-	began, err := sourceClock(ctx, src)
+	began, err := src.Clock(ctx)
 	if err != nil {
 		return err
 	}

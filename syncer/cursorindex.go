@@ -18,7 +18,11 @@ var indexWarned saidonce.Set
 // process finds it missing, logs a warning: without it every page reads
 // and sorts the whole table. A catalog that cannot be read is only noted:
 // the run does not depend on it.
-func (r *runner) checkIndex(ctx context.Context, src *source.Reader) {
+func (r *runner) checkIndex(ctx context.Context, from source.Source) {
+	src, ok := from.(source.Checker)
+	if !ok {
+		return
+	}
 	ci, err := src.CheckCursorIndex(ctx)
 	if err != nil {
 		r.log.Debug("cursor index not checked", "err", err)
@@ -33,5 +37,5 @@ func (r *runner) checkIndex(ctx context.Context, src *source.Reader) {
 		return
 	}
 	r.log.Warn("no index has the cursor columns first: every page reads and sorts the whole table; create the index (said once; syncd_cursor_index_missing stays 1 meanwhile)",
-		"table", src.Table.Ident.String(), "cursor", strings.Join(r.c.Source.Cursor, ", "), "create", src.CreateIndex())
+		"table", from.Table().Ident.String(), "cursor", strings.Join(r.c.Source.Cursor, ", "), "create", src.CreateIndex())
 }

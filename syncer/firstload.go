@@ -77,12 +77,14 @@ const blockSize = 8192
 // its sink transaction has committed, and the watermark only when every
 // chunk has: the greatest cursor below the run's read bound in the first
 // snapshot. It returns where the page loop goes on from (the rows that
-// committed since that snapshot); when the run does not qualify it returns
-// pos unchanged and does nothing. docs/RELIABILITY.md ("First load")
+// committed since that snapshot); when the run does not qualify (a source
+// that is not a source.Snapshotter never does) it returns pos unchanged
+// and does nothing. docs/RELIABILITY.md ("First load")
 // reasons why a resumed load, read from another snapshot, is still exact.
-func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock kind.RunLock, pos source.Position, read bool, log *slog.Logger, res *Result) (source.Position, error) {
+func firstLoad(ctx context.Context, o Options, src source.Source, dst sink.Sink, lock kind.RunLock, pos source.Position, read bool, log *slog.Logger, res *Result) (source.Position, error) {
 	c := o.Config
-	if !read || pos.After != nil || pos.AtLeast != "" || c.Sink.Type != config.SinkPostgres || c.Source.DeletedColumn != "" {
+	snap, ok := src.(source.Snapshotter)
+	if !ok || !read || pos.After != nil || pos.AtLeast != "" || c.Sink.Type != config.SinkPostgres || c.Source.DeletedColumn != "" {
 		return pos, nil
 	}
 	opt, err := firstLoadOptions(o)
@@ -101,8 +103,8 @@ func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink
 		l.binary = true
 	}
 	l.target = pgutil.Qualified(sinkTable(c))
-	names := make([]string, len(src.Table.Columns))
-	for i, col := range src.Table.Columns {
+	names := make([]string, len(src.Table().Columns))
+	for i, col := range src.Table().Columns {
 		names[i] = col.Name
 	}
 	l.cols = pgutil.IdentList("", names)
@@ -111,7 +113,7 @@ func firstLoad(ctx context.Context, o Options, src *source.Reader, dst sink.Sink
 	// read before its snapshot).
 	var left int
 	if l.fl == nil {
-		blocks, ok, err := l.qualifies(ctx, sink.LockConn(dst))
+		blocks, ok, err := l.qualifies(ctx, snap, sink.LockConn(dst))
 		if err != nil || !ok {
 			return pos, err
 		}
@@ -167,7 +169,7 @@ func sinkTable(c *config.Config) (string, string) {
 type loader struct {
 	o      Options
 	opt    FirstLoadOptions
-	src    *source.Reader
+	src    source.Source
 	log    *slog.Logger
 	res    *Result
 	lock   kind.RunLock
@@ -197,15 +199,14 @@ type loadConn struct {
 // qualifies reports whether a new first load may start: the source is a
 // plain table of at least min_table_size and the copy holds no row. It
 // also returns the source's heap size in blocks.
-func (l *loader) qualifies(ctx context.Context, sinkConn *pgx.Conn) (blocks int64, ok bool, err error) {
-	var kind string
-	if err := l.src.Conn().QueryRow(ctx, "SELECT relkind::text, pg_relation_size(oid) / current_setting('block_size')::int8 FROM pg_class WHERE oid = $1::regclass",
-		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&kind, &blocks); err != nil {
-		return 0, false, fmt.Errorf("first load of %s: read the kind of the source table: %w", l.src.Table.Ident, err)
+func (l *loader) qualifies(ctx context.Context, src source.Snapshotter, sinkConn *pgx.Conn) (blocks int64, ok bool, err error) {
+	plain, blocks, err := src.HeapBlocks(ctx)
+	if err != nil {
+		return 0, false, err
 	}
 	// A table too small for a first load is copied by pages without
 	// opening the load's sessions (start checks again in its snapshot).
-	if kind != "r" || sinkConn == nil || blocks < int64(l.opt.MinBlocks) {
+	if !plain || sinkConn == nil || blocks < int64(l.opt.MinBlocks) {
 		return blocks, false, nil
 	}
 	var empty bool
@@ -234,13 +235,13 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	var version int
 	err := first.src.QueryRow(ctx, "SELECT pg_export_snapshot(), pg_relation_size($1::regclass) / current_setting('block_size')::int8, current_setting('server_version_num')::int, "+
 		"(SELECT greatest(reltuples, -1)::int8 FROM pg_class WHERE oid = $1::regclass)",
-		pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)).Scan(&snap, &blocks, &version, &l.rowEst)
+		pgutil.Qualified(l.src.Table().Ident.Schema, l.src.Table().Ident.Name)).Scan(&snap, &blocks, &version, &l.rowEst)
 	if err != nil {
-		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table.Ident, err)
+		return fmt.Errorf("first load of %s: export a snapshot: %w", l.src.Table().Ident, err)
 	}
 	l.tidOK = version >= 140000
 	l.blocks = blocks
-	table := pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	table := pgutil.Qualified(l.src.Table().Ident.Schema, l.src.Table().Ident.Name)
 	// The first session holds the table and its inheritance children (the
 	// planner locks every one it expands) until the load ends, its
 	// transaction open: no rewrite commits between reading which heaps the
@@ -248,15 +249,15 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	// also need the privilege on each child, which reading the parent does
 	// not.)
 	if _, err := first.src.Exec(ctx, "SELECT 1 FROM "+table+" LIMIT 0"); err != nil {
-		return fmt.Errorf("first load of %s: lock the source table: %w", l.src.Table.Ident, err)
+		return fmt.Errorf("first load of %s: lock the source table: %w", l.src.Table().Ident, err)
 	}
 	heaps, err := source.Heaps(ctx, first.src, table)
 	if err != nil {
-		return fmt.Errorf("first load of %s: %w", l.src.Table.Ident, err)
+		return fmt.Errorf("first load of %s: %w", l.src.Table().Ident, err)
 	}
 	xmin, xmax, err := snapshotXids(ctx, first.src, version)
 	if err != nil {
-		return fmt.Errorf("first load of %s: %w", l.src.Table.Ident, err)
+		return fmt.Errorf("first load of %s: %w", l.src.Table().Ident, err)
 	}
 	runs := 0
 	if l.fl != nil {
@@ -282,7 +283,7 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 			// this unfinished load's rows, so it is emptied (durably,
 			// before the new load is recorded) and the load starts again
 			// from this snapshot.
-			l.log.Warn("the first load starts again: "+why+"; the copy, which holds only this unfinished load's rows, is emptied first", "table", l.src.Table.Ident.String(), "copy", l.target,
+			l.log.Warn("the first load starts again: "+why+"; the copy, which holds only this unfinished load's rows, is emptied first", "table", l.src.Table().Ident.String(), "copy", l.target,
 				"chunks_done_before", len(l.fl.Chunks)-notDone(l.fl))
 			if _, err := pgutil.ExecDurable(ctx, first.dst, "DELETE FROM "+l.target); err != nil {
 				return fmt.Errorf("first load: empty the copy %s to start the load again: %w", l.target, err)
@@ -338,10 +339,10 @@ func (l *loader) start(ctx context.Context, before string, workers int) error {
 	}
 	for _, w := range l.conns[1:] {
 		if _, err := w.src.Exec(ctx, "SET TRANSACTION SNAPSHOT "+quoteLiteral(snap)); err != nil {
-			return fmt.Errorf("first load of %s: import the snapshot: %w", l.src.Table.Ident, err)
+			return fmt.Errorf("first load of %s: import the snapshot: %w", l.src.Table().Ident, err)
 		}
 	}
-	l.log.Info("first load", "table", l.src.Table.Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", notDone(fl),
+	l.log.Info("first load", "table", l.src.Table().Ident.String(), "copy", l.target, "chunks", len(fl.Chunks), "chunks_left", notDone(fl),
 		"rereads", len(l.reread), "workers", len(l.conns), "resumed", resumed, "binary", l.binary)
 	return nil
 }
@@ -355,7 +356,7 @@ const xidHorizon = 1 << 30
 // the load's xmin is too old to tell newer row versions apart. xmax is the
 // current snapshot's.
 func (l *loader) changed(heaps []watermark.LoadHeap, xmax uint64) string {
-	fl, t := l.fl, l.src.Table.Ident
+	fl, t := l.fl, l.src.Table().Ident
 	switch {
 	case len(fl.Heaps) == 0 || fl.Xmin == 0:
 		return fmt.Sprintf("it was begun by a syncd that did not record which heap of %s it reads", t)
@@ -436,7 +437,7 @@ func (l *loader) open(ctx context.Context) (loadConn, error) {
 	}
 	if _, err := s.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
 		s.Close(context.WithoutCancel(ctx))
-		return loadConn{}, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table.Ident, err)
+		return loadConn{}, fmt.Errorf("first load of %s: begin the snapshot: %w", l.src.Table().Ident, err)
 	}
 	d, err := sink.Connect(ctx, c) // sink.lock_timeout and statement_timeout
 	if err != nil {
@@ -462,15 +463,15 @@ func (l *loader) condition(ctx context.Context, conn *pgx.Conn, before string) (
 	if w := strings.TrimSpace(l.o.Config.Source.Where); w != "" {
 		conds = append(conds, "("+w+")")
 	}
-	for _, col := range l.src.Table.Cursor {
+	for _, col := range l.src.Table().Cursor {
 		conds = append(conds, pgutil.Ident(col.Name)+" IS NOT NULL")
 	}
 	if before != "" {
 		var lit string
 		if err := conn.QueryRow(ctx, "SELECT quote_literal($1::text)", before).Scan(&lit); err != nil {
-			return "", fmt.Errorf("first load of %s: quote the read bound: %w", l.src.Table.Ident, err)
+			return "", fmt.Errorf("first load of %s: quote the read bound: %w", l.src.Table().Ident, err)
 		}
-		first := l.src.Table.Cursor[0]
+		first := l.src.Table().Cursor[0]
 		conds = append(conds, pgutil.Ident(first.Name)+" < "+lit+"::"+first.Type)
 	}
 	return strings.Join(conds, " AND "), nil
@@ -479,14 +480,14 @@ func (l *loader) condition(ctx context.Context, conn *pgx.Conn, before string) (
 // maxCursor is the greatest cursor of the rows the load copies, as text
 // exactly as the server prints it (nil: there are none).
 func (l *loader) maxCursor(ctx context.Context, conn *pgx.Conn) ([]string, error) {
-	cur := l.src.Table.Cursor
+	cur := l.src.Table().Cursor
 	names := make([]string, len(cur))
 	desc := make([]string, len(cur))
 	for i, col := range cur {
 		names[i] = col.Name
 		desc[i] = pgutil.Ident(col.Name) + " DESC"
 	}
-	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	q := "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(l.src.Table().Ident.Schema, l.src.Table().Ident.Name)
 	if l.where != "" {
 		q += " WHERE " + l.where
 	}
@@ -499,7 +500,7 @@ func (l *loader) maxCursor(ctx context.Context, conn *pgx.Conn) ([]string, error
 		}
 	}
 	if _, err := rr.Close(); err != nil {
-		return nil, fmt.Errorf("first load of %s: read the greatest cursor: %w", l.src.Table.Ident, err)
+		return nil, fmt.Errorf("first load of %s: read the greatest cursor: %w", l.src.Table().Ident, err)
 	}
 	return last, nil
 }
@@ -622,7 +623,7 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 	if l.binary {
 		format = " (FORMAT binary)"
 	}
-	q := "SELECT " + l.cols + " FROM " + pgutil.Qualified(l.src.Table.Ident.Schema, l.src.Table.Ident.Name)
+	q := "SELECT " + l.cols + " FROM " + pgutil.Qualified(l.src.Table().Ident.Schema, l.src.Table().Ident.Name)
 	if conds != "" {
 		q += " WHERE " + conds
 	}
@@ -645,9 +646,9 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 		n, err := pipe(ctx, w.src, out, tx.Conn(), into)
 		if err != nil {
 			if j.reread {
-				return fmt.Errorf("re-read chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table.Ident, l.target, err)
+				return fmt.Errorf("re-read chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table().Ident, l.target, err)
 			}
-			return fmt.Errorf("copy chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table.Ident, l.target, err)
+			return fmt.Errorf("copy chunk %d (blocks %d to %s) of %s into %s: %w", i, ch.From, blockEnd(ch.To), l.src.Table().Ident, l.target, err)
 		}
 		rows = n
 		if l.upsert {
@@ -765,7 +766,7 @@ func (l *loader) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 		keys[k] = true
 	}
 	var set []string
-	for _, col := range l.src.Table.Columns {
+	for _, col := range l.src.Table().Columns {
 		if !keys[col.Name] {
 			set = append(set, pgutil.Ident(col.Name)+" = EXCLUDED."+pgutil.Ident(col.Name))
 		}

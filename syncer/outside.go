@@ -26,7 +26,11 @@ var outsideWarned saidonce.Set
 // The pass runs before the run's final flush, so its pages become durable
 // with the cursor pages; a failure fails the run, and the next run repeats
 // the pass.
-func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Sink, lock kind.RunLock, log *slog.Logger, res *Result) error {
+func copyOutside(ctx context.Context, o Options, from source.Source, dst sink.Sink, lock kind.RunLock, log *slog.Logger, res *Result) error {
+	src, ok := from.(source.OutsideReader)
+	if !ok {
+		return nil // a source whose cursor reaches every row
+	}
 	out, err := src.CountOutside(ctx)
 	if err != nil {
 		return err
@@ -45,8 +49,8 @@ func copyOutside(ctx context.Context, o Options, src *source.Reader, dst sink.Si
 	if !outsideWarned.Changed(name, fmt.Sprint(out.NullCursor, " ", out.Ahead)) {
 		lvl = slog.LevelDebug
 	}
-	for _, w := range out.Warnings(src) {
-		log.Log(ctx, lvl, w, "table", src.Table.Ident.String(), "rows_null_cursor", out.NullCursor, "rows_ahead_of_clock", out.Ahead)
+	for _, w := range out.Warnings(from.Table()) {
+		log.Log(ctx, lvl, w, "table", from.Table().Ident.String(), "rows_null_cursor", out.NullCursor, "rows_ahead_of_clock", out.Ahead)
 	}
 	limit := o.Config.Source.PageSize
 	var after []string

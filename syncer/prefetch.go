@@ -15,9 +15,9 @@ import (
 // page in hand): the order of commits and watermark writes is unchanged.
 //
 // The source connection is busy while a read is pending: call wait before
-// any other use of it (for example Reader.Less).
+// any other use of it (for example Source.Less).
 type prefetcher struct {
-	src     *source.Reader
+	src     source.Source
 	limit   int
 	pending *fetch
 }

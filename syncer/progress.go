@@ -2,8 +2,7 @@ package syncer
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
+	"errors"
 	"log/slog"
 	"math"
 	"os"
@@ -80,7 +79,7 @@ type progress struct {
 
 // startProgress logs "run started" with where the run starts and the
 // planner's estimate of the rows ahead, and starts the progress line.
-func startProgress(ctx context.Context, o Options, log *slog.Logger, src *source.Reader, pos source.Position, st watermark.State) *progress {
+func startProgress(ctx context.Context, o Options, log *slog.Logger, src source.Source, pos source.Position, st watermark.State) *progress {
 	from := "the start"
 	switch {
 	case st.Cursor != nil:
@@ -246,35 +245,12 @@ func etaText(sec float64) string {
 	return (time.Duration(sec) * time.Second).String()
 }
 
-// estimateRows asks the planner how many rows the run will read from pos:
-// the estimated rows of the page query without its limit.
-func estimateRows(ctx context.Context, src *source.Reader, pos source.Position) (int64, error) {
-	q, params := src.PageQuery(pos, math.MaxInt32)
-	args := make([]any, len(params))
-	for i, p := range params {
-		args[i] = p
+// estimateRows asks the source how many rows the run will read from pos
+// (Counter; -1 and an error when it cannot say).
+func estimateRows(ctx context.Context, src source.Source, pos source.Position) (int64, error) {
+	c, ok := src.(source.Counter)
+	if !ok {
+		return -1, errors.New("the source does not estimate rows")
 	}
-	var raw []byte
-	if err := src.Conn().QueryRow(ctx, "EXPLAIN (FORMAT JSON) "+q, args...).Scan(&raw); err != nil {
-		return 0, fmt.Errorf("explain the page query: %w", err)
-	}
-	var plans []struct {
-		Plan struct {
-			Rows float64 `json:"Plan Rows"`
-		} `json:"Plan"`
-	}
-	if err := json.Unmarshal(raw, &plans); err != nil || len(plans) == 0 {
-		return 0, fmt.Errorf("unreadable plan: %v", err)
-	}
-	return int64(plans[0].Plan.Rows), nil
-}
-
-// sourceClock reads the source's clock, the caught-up point of a run
-// without a read bound.
-func sourceClock(ctx context.Context, src *source.Reader) (time.Time, error) {
-	var t time.Time
-	if err := src.Conn().QueryRow(ctx, "SELECT clock_timestamp()").Scan(&t); err != nil {
-		return t, fmt.Errorf("read the source's clock: %w", err)
-	}
-	return t.UTC(), nil
+	return c.EstimateRows(ctx, pos)
 }

@@ -77,8 +77,8 @@ func SkippedRows(ctx context.Context, c *config.Config, st watermark.State, to t
 	defer src.Close(context.WithoutCancel(ctx))
 	var pos source.Position
 	switch {
-	case st.Cursor != nil && len(st.Cursor) != len(src.Table.Cursor):
-		return 0, fmt.Errorf("count the rows a resync of %s would skip: the stored watermark has %d cursor values but source.cursor has %d columns", c.Name, len(st.Cursor), len(src.Table.Cursor))
+	case st.Cursor != nil && len(st.Cursor) != len(src.Table().Cursor):
+		return 0, fmt.Errorf("count the rows a resync of %s would skip: the stored watermark has %d cursor values but source.cursor has %d columns", c.Name, len(st.Cursor), len(src.Table().Cursor))
 	case st.Cursor != nil:
 		pos.After = st.Cursor
 	case st.From != "":

@@ -65,13 +65,14 @@ type schemaChange struct {
 // already has but syncd never filled (added to the copy by hand) is
 // backfilled before the run goes on. It returns the kinds of the changes
 // it found.
-func followSchema(ctx context.Context, o Options, st watermark.State, src *source.Reader, dst sink.Sink, log *slog.Logger) ([]string, error) {
+func followSchema(ctx context.Context, o Options, st watermark.State, from source.Source, dst sink.Sink, log *slog.Logger) ([]string, error) {
 	c := o.Config
 	pg, ok := dst.(sink.SchemaFollower)
-	if !ok {
-		if c.SchemaChanges == config.SchemaFail {
-			return nil, c.Errorf("schema_changes", "a %s sink does not follow the source's schema (it writes the columns each page has), so fail cannot stop a run at a change; remove schema_changes: fail", c.Sink.Type)
-		}
+	if !ok && c.SchemaChanges == config.SchemaFail {
+		return nil, c.Errorf("schema_changes", "a %s sink does not follow the source's schema (it writes the columns each page has), so fail cannot stop a run at a change; remove schema_changes: fail", c.Sink.Type)
+	}
+	src, read := from.(source.SchemaReader)
+	if !ok || !read {
 		return nil, nil
 	}
 	cur, err := src.Schema(ctx)
@@ -462,7 +463,7 @@ func sameSet(a, b []string) bool {
 // the copy holds, page by page in key order, recording its progress after
 // each page so that a run that stops resumes where it was; re-applying a
 // page changes nothing.
-func runBackfill(ctx context.Context, o Options, src *source.Reader, pg sink.SchemaFollower, b watermark.Backfill, log *slog.Logger) error {
+func runBackfill(ctx context.Context, o Options, src source.SchemaReader, pg sink.SchemaFollower, b watermark.Backfill, log *slog.Logger) error {
 	c := o.Config
 	copyCols, err := pg.Columns(ctx)
 	if err != nil {

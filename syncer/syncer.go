@@ -70,6 +70,24 @@ type Options struct {
 	// FirstLoad tunes the first load of an empty copy (nil: the defaults,
 	// overridden by the environment; see FirstLoadOptions).
 	FirstLoad *FirstLoadOptions
+	// OpenSource opens the source a table copy reads (nil: source.Open,
+	// the PostgreSQL table of Config). The run uses the capabilities the
+	// source declares and does without the others (see source.Source).
+	OpenSource func(ctx context.Context, c *config.Config) (source.Source, error)
+}
+
+// openSource opens the run's source: Options.OpenSource, or the
+// PostgreSQL table. On failure the Source is nil, not an interface
+// holding a nil *source.Reader.
+func (o Options) openSource(ctx context.Context, c *config.Config) (source.Source, error) {
+	if o.OpenSource != nil {
+		return o.OpenSource(ctx, c)
+	}
+	src, err := source.Open(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return src, nil
 }
 
 // PageStats says what one committed page did.

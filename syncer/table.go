@@ -15,7 +15,7 @@ import (
 // source table below the run's bound, one page read ahead while the
 // previous one is written.
 type tableReader struct {
-	src   *source.Reader
+	src   source.Source
 	fetch *prefetcher
 	pos   source.Position
 	// behindOf is the stored watermark while the run re-reads the lookback
@@ -67,7 +67,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { dst, derr = k.OpenSink(ctx, r.c) })
-	src, err := source.Open(ctx, r.c)
+	src, err := r.o.openSource(ctx, r.c)
 	wg.Wait()
 	if err == nil {
 		r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
@@ -89,7 +89,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err != nil {
 		return false, err
 	}
-	if err := CheckSequence(r.c, src.Table, r.st, bound); err != nil {
+	if err := CheckSequence(r.c, src.Table(), r.st, bound); err != nil {
 		return false, err
 	}
 	r.checkIndex(ctx, src)
@@ -119,7 +119,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 
 // bound reads the commit-safe bound the run reads below, and the point
 // the copy is caught up to when the run reaches the end.
-func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, time.Time, error) {
+func (r *runner) bound(ctx context.Context, src source.Source) (source.Bound, time.Time, error) {
 	bound, err := readBound(ctx, src, r.c, waitsOf(r.o), r.log)
 	if err != nil {
 		return bound, time.Time{}, err
@@ -127,12 +127,14 @@ func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, t
 	r.res.Bound, r.res.BoundAt, r.res.HeldBack, r.res.Holder, r.res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
 	// Enum labels read after the bound include every label a row under it
 	// uses; Prepare adds the missing ones to the copy's enums.
-	if err := src.RefreshTypes(ctx); err != nil {
-		return bound, time.Time{}, err
+	if s, ok := src.(source.SchemaReader); ok {
+		if err := s.RefreshTypes(ctx); err != nil {
+			return bound, time.Time{}, err
+		}
 	}
 	caughtUp := bound.At
 	if caughtUp.IsZero() {
-		if caughtUp, err = sourceClock(ctx, src); err != nil {
+		if caughtUp, err = src.Clock(ctx); err != nil {
 			return bound, time.Time{}, err
 		}
 	}
@@ -141,10 +143,10 @@ func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, t
 
 // prepare follows the source's schema changes and prepares the copy for
 // the source's columns.
-func (r *runner) prepare(ctx context.Context, src *source.Reader) error {
+func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	dst := r.dst
 	if u, ok := dst.(sink.SourceSchemaUser); ok {
-		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
+		u.UseSourceSchema(src.Table().Types, src.Table().Checks)
 	}
 	var err error
 	st := r.st
@@ -158,29 +160,31 @@ func (r *runner) prepare(ctx context.Context, src *source.Reader) error {
 	if r.res.SchemaChanges, err = followSchema(ctx, r.o, st, src, dst, r.log); err != nil {
 		return err
 	}
-	if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+	if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 		return err
 	}
 	if conn := sink.LockConn(dst); conn != nil {
 		sink.WarnFsync(ctx, conn, r.c.Sink.DSN, r.log)
 	}
 	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
-		src.UseBinary()
+		if s, ok := src.(source.BinaryReader); ok {
+			s.UseBinary()
+		}
 	}
 	return nil
 }
 
 // position sets up the reader where the stored state and the bound say
 // the first page starts, and the progress line and watermark writer.
-func (r *runner) position(ctx context.Context, src *source.Reader, bound source.Bound, caughtUp time.Time) (bool, error) {
-	pos, err := startPosition(r.c, src.Table, r.st)
+func (r *runner) position(ctx context.Context, src source.Source, bound source.Bound, caughtUp time.Time) (bool, error) {
+	pos, err := startPosition(r.c, src.Table(), r.st)
 	if err != nil {
 		return false, err
 	}
 	// The lookback window is re-read only as far back as a row the last
 	// run could not see can lie (idle.go).
 	pos = lookbackStart(r.st, pos)
-	r.res.lookbackBound = trustedBound(r.c, src.Table, bound)
+	r.res.lookbackBound = trustedBound(r.c, src.Table(), bound)
 	if err := lowerLookbackBound(r.o.Store, r.c.Name, r.st, r.res.lookbackBound); err != nil {
 		return false, err
 	}

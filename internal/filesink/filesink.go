@@ -87,7 +87,7 @@ func checkConfig(c *config.Config) error {
 }
 
 // check is what validate checks: the directory exists and can be written.
-func check(_ context.Context, c *config.Config, _ *source.Reader) ([]string, error) {
+func check(_ context.Context, c *config.Config, _ source.Source) ([]string, error) {
 	d := dir(c)
 	st, err := os.Stat(d)
 	switch {
