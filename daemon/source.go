@@ -353,7 +353,7 @@ func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, err
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
-			AfterCommit: afterCommit, QuietIdle: true,
+			AfterCommit: afterCommit, QuietIdle: true, Pool: s.d.pool,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

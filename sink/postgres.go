@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
@@ -21,6 +22,7 @@ import (
 // Postgres is a PostgreSQL table kept as a copy of the source table.
 type Postgres struct {
 	conn  *pgx.Conn
+	sess  *pgpool.Session
 	cfg   *config.Config
 	table config.Table
 	cols  []page.Column
@@ -79,12 +81,14 @@ func (s *Postgres) UseSourceSchema(types []page.UserType, checks []string) {
 var _ Sink = (*Postgres)(nil)
 
 // OpenPostgres connects to the sink database of c.
+// It takes a session of the context's pool when it carries one (see
+// OpenSession).
 func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
-	conn, err := Connect(ctx, c)
+	sess, err := OpenSession(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{conn: conn, cfg: c, table: c.Sink.Ident}, nil
+	return &Postgres{conn: sess.Conn, sess: sess, cfg: c, table: c.Sink.Ident}, nil
 }
 
 // Conn is the sink's connection.
@@ -93,12 +97,16 @@ func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 // Unfinished says that the run did not catch up (see Unfinisher).
 func (s *Postgres) Unfinished() { s.unfinished = true }
 
-// Close closes the connection. A run that was stopped (ctx is done, or it
-// called Unfinished) or whose last page failed skips the ANALYZE of a
-// freshly filled copy.
+// Close gives the session back to its pool, or closes it. A run that was
+// stopped (ctx is done, or it called Unfinished) or whose last page failed
+// skips the ANALYZE of a freshly filled copy, and its session is not
+// reused.
 func (s *Postgres) Close(ctx context.Context) error {
 	s.analyzeFresh(ctx)
-	return s.conn.Close(context.WithoutCancel(ctx))
+	if s.unfinished {
+		pgpool.Broken(ctx, s.conn)
+	}
+	return s.sess.Release(ctx, "")
 }
 
 // explain names the copy in a lock timeout or a page deadline (limits.go).

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
@@ -35,6 +36,7 @@ type Position struct {
 // Reader reads pages from one source table over one connection.
 type Reader struct {
 	conn  *pgx.Conn
+	sess  *pgpool.Session
 	cfg   *config.Config
 	Table *Table
 	sel   string // SELECT ... FROM ... (without WHERE)
@@ -51,15 +53,18 @@ type Reader struct {
 	stmtSeq int
 }
 
-// Open connects to the source and describes its table.
+// Open connects to the source (a session of the context's pool when it
+// carries one, see package pgpool) and describes its table.
 func Open(ctx context.Context, c *config.Config) (*Reader, error) {
-	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
+	sess, err := OpenSession(ctx, c)
 	if err != nil {
-		return nil, pgutil.Locate(c, err)
+		return nil, err
 	}
+	conn := sess.Conn
 	t, err := Describe(ctx, conn, c)
 	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
+		pgpool.Broken(ctx, conn)
+		_ = sess.Release(context.WithoutCancel(ctx), "")
 		return nil, err
 	}
 	names := make([]string, len(t.Columns))
@@ -68,6 +73,7 @@ func Open(ctx context.Context, c *config.Config) (*Reader, error) {
 	}
 	return &Reader{
 		conn:  conn,
+		sess:  sess,
 		cfg:   c,
 		Table: t,
 		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
@@ -78,8 +84,36 @@ func Open(ctx context.Context, c *config.Config) (*Reader, error) {
 // Conn is the reader's connection, for checks that run beside the pages.
 func (r *Reader) Conn() *pgx.Conn { return r.conn }
 
-// Close closes the connection.
-func (r *Reader) Close(ctx context.Context) error { return r.conn.Close(ctx) }
+// OpenSession opens a session on the source database of c: from the
+// context's pool when it carries one, else a new connection.
+func OpenSession(ctx context.Context, c *config.Config) (*pgpool.Session, error) {
+	dsn := c.Source.DSN
+	sess, err := pgpool.Open(ctx, "source\x00"+dsn, pgpool.Reset, func(ctx context.Context) (*pgx.Conn, error) {
+		return pgutil.Connect(ctx, dsn, "source")
+	})
+	if err != nil {
+		return nil, pgutil.Locate(c, err)
+	}
+	return sess, nil
+}
+
+// Reused reports whether the reader's session ran before (it came from a
+// pool).
+func (r *Reader) Reused() bool { return r.sess != nil && r.sess.Reused }
+
+// Close gives the session back to its pool, without the reader's
+// prepared page statements, or closes it.
+func (r *Reader) Close(ctx context.Context) error {
+	if r.sess == nil {
+		return r.conn.Close(ctx)
+	}
+	var drop strings.Builder
+	for _, name := range r.stmts {
+		drop.WriteString("DEALLOCATE " + pgutil.Ident(name) + "; ")
+	}
+	r.stmts = nil
+	return r.sess.Release(ctx, drop.String())
+}
 
 // PageQuery builds the SQL and text parameters of one page.
 func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/runlock"
@@ -72,6 +73,10 @@ type Options struct {
 	// FirstLoad tunes the first load of an empty copy (nil: the defaults,
 	// overridden by the environment; see FirstLoadOptions).
 	FirstLoad *FirstLoadOptions
+	// Pool, when set, lends the run its source and sink sessions and takes
+	// them back at its end (the daemon's, shared by every source; see
+	// package pgpool); nil opens fresh sessions and closes them.
+	Pool *pgpool.Pool
 }
 
 // PageStats says what one committed page did.
@@ -169,6 +174,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	log = log.With("source", c.Name)
 	started := time.Now()
+	ctx = pgpool.With(ctx, o.Pool)
 	res, err := run(ctx, o, log)
 	if errors.Is(err, runlock.ErrHeld) {
 		// Another process owns this source right now: its state is not ours
@@ -251,6 +257,7 @@ type runner struct {
 	res Result
 
 	rd    plan.Reader
+	src   *source.Reader // nil: a plan's own reader
 	dst   sink.Sink
 	hooks plan.Hooks   // nil: nothing before the first page or after the last
 	plan  *plan.Plan   // nil: a table copy
@@ -280,6 +287,12 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 		// graceful or forced, or a failure) skips the sink's closing work.
 		if u, ok := r.dst.(sink.Unfinisher); ok && err != nil {
 			u.Unfinished()
+		}
+		// A session of a run that failed is closed, not given back to
+		// the pool: it may be in any state (a statement cancelled, a
+		// connection half lost).
+		if err != nil && r.src != nil {
+			pgpool.Broken(ctx, r.src.Conn())
 		}
 	}()
 	o.phase(PhaseOpen)

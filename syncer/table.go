@@ -70,6 +70,7 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	src, err := source.Open(ctx, r.c)
 	wg.Wait()
 	if err == nil {
+		r.src = src
 		r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
 	}
 	if dst != nil {
