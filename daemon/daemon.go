@@ -186,15 +186,15 @@ func Run(ctx context.Context, o Options) error {
 	stopCtx, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	d := &daemon{
-		o:        o,
-		log:      o.Logger,
-		reg:      reg,
-		m:        metrics.New(reg, o.Version),
-		cron:     newScheduler(o.Clock),
-		budget:   newBudget(o.MaxConcurrentRuns, newBudgetMetrics(reg)),
+		o:      o,
+		log:    o.Logger,
+		reg:    reg,
+		m:      metrics.New(reg, o.Version),
+		cron:   newScheduler(o.Clock),
+		budget: newBudget(o.MaxConcurrentRuns, newBudgetMetrics(reg)),
 		// No more runs than the budget can need a session of one
 		// database at once.
-		pool: pgpool.New(pgpool.Options{MaxIdle: o.MaxConcurrentRuns}),
+		pool:     pgpool.New(pgpool.Options{MaxIdle: o.MaxConcurrentRuns}),
 		sum:      &summary{},
 		ctx:      ctx,
 		stopCtx:  stopCtx,
