@@ -30,6 +30,9 @@ const (
 type source struct {
 	d   *daemon
 	log *slog.Logger
+	// schema is what the source's runs read from the catalogs, re-read
+	// when a catalog fingerprint changes (see syncer.SchemaCache).
+	schema syncer.SchemaCache
 
 	mu      sync.Mutex
 	cfg     *config.Config
@@ -353,7 +356,7 @@ func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, err
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
-			AfterCommit: afterCommit, QuietIdle: true, Pool: s.d.pool,
+			AfterCommit: afterCommit, QuietIdle: true, Pool: s.d.pool, Schema: &s.schema,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

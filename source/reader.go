@@ -48,6 +48,9 @@ type Reader struct {
 	// page_size rows stays well within source.page_bytes: the next page
 	// is read without the server counting its bytes (pagebytes.go).
 	narrow bool
+	// Described is true when Open read the table from the catalog, false
+	// when it took an earlier run's description (OpenCached).
+	Described bool
 	// stmts maps a page query to its prepared statement (prepared.go).
 	stmts   map[string]string
 	stmtSeq int
@@ -56,29 +59,73 @@ type Reader struct {
 // Open connects to the source (a session of the context's pool when it
 // carries one, see package pgpool) and describes its table.
 func Open(ctx context.Context, c *config.Config) (*Reader, error) {
+	r, _, err := open(ctx, c, false, "", nil)
+	return r, err
+}
+
+// OpenCached is Open for a run that knows the table from an earlier run:
+// known, described when the table's catalog fingerprint was fp (see
+// pgutil.Fingerprint). It reads the fingerprint (one round trip) and
+// describes the table again only when it differs; Described says which.
+// It returns the fingerprint read ("": the table does not exist).
+func OpenCached(ctx context.Context, c *config.Config, fp string, known *Table) (*Reader, string, error) {
+	return open(ctx, c, true, fp, known)
+}
+
+func open(ctx context.Context, c *config.Config, cached bool, fp string, known *Table) (*Reader, string, error) {
 	sess, err := OpenSession(ctx, c)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	conn := sess.Conn
-	t, err := Describe(ctx, conn, c)
-	if err != nil {
+	fail := func(err error) (*Reader, string, error) {
 		pgpool.Broken(ctx, conn)
 		_ = sess.Release(context.WithoutCancel(ctx), "")
-		return nil, err
+		return nil, "", err
+	}
+	var now string
+	if cached {
+		if now, err = pgutil.Fingerprint(ctx, conn, c.Source.Ident.Schema, c.Source.Ident.Name); err != nil {
+			return fail(err)
+		}
+	}
+	t := known.Clone()
+	described := known == nil || now == "" || now != fp
+	if described {
+		if t, err = Describe(ctx, conn, c); err != nil {
+			return fail(err)
+		}
 	}
 	names := make([]string, len(t.Columns))
 	for i, col := range t.Columns {
 		names[i] = col.Name
 	}
 	return &Reader{
-		conn:  conn,
-		sess:  sess,
-		cfg:   c,
-		Table: t,
-		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
-		order: " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
-	}, nil
+		conn:      conn,
+		sess:      sess,
+		cfg:       c,
+		Table:     t,
+		Described: described,
+		sel:       "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
+		order:     " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
+	}, now, nil
+}
+
+// Clone is a copy of t whose slices a run may change without touching t.
+func (t *Table) Clone() *Table {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Columns, c.Nums, c.Cursor, c.CursorIdx = slices.Clone(t.Columns), slices.Clone(t.Nums), slices.Clone(t.Cursor), slices.Clone(t.CursorIdx)
+	c.Types, c.Checks = slices.Clone(t.Types), slices.Clone(t.Checks)
+	return &c
+}
+
+// HasEnums reports whether a column's type is, or is built on, an enum:
+// its labels can change without the table's catalog rows changing.
+func (t *Table) HasEnums() bool {
+	return slices.ContainsFunc(t.Types, func(u page.UserType) bool { return u.Kind == 'e' })
 }
 
 // Conn is the reader's connection, for checks that run beside the pages.

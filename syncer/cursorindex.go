@@ -19,6 +19,11 @@ var indexWarned saidonce.Set
 // and sorts the whole table. A catalog that cannot be read is only noted:
 // the run does not depend on it.
 func (r *runner) checkIndex(ctx context.Context, src *source.Reader) {
+	if ci := r.o.Schema.cursorIndex(r.c, src); ci != nil {
+		// The table's indexes and statistics are as the last run read them.
+		r.res.CursorIndex = ci
+		return
+	}
 	ci, err := src.CheckCursorIndex(ctx)
 	if err != nil {
 		r.log.Debug("cursor index not checked", "err", err)

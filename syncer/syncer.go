@@ -77,6 +77,10 @@ type Options struct {
 	// them back at its end (the daemon's, shared by every source; see
 	// package pgpool); nil opens fresh sessions and closes them.
 	Pool *pgpool.Pool
+	// Schema, when set, is what the source's earlier runs read from the
+	// catalogs (the daemon keeps one per source): the run re-does that
+	// work only when a catalog fingerprint changed (see SchemaCache).
+	Schema *SchemaCache
 }
 
 // PageStats says what one committed page did.
@@ -271,6 +275,11 @@ type runner struct {
 	// source is the source table's identity as claim read it (nil: the
 	// sink keeps no catalog).
 	source *catalog.Source
+	// srcFP and dstFP are the catalog fingerprints of the source table
+	// and the copy read by a run with a SchemaCache; trusted is set when
+	// they are the cache's (the copy's checks are skipped).
+	srcFP, dstFP string
+	trusted      bool
 	// recordedColumns are the source's columns as the sink's record knew
 	// them before this run (nil: a record registered by this run): the
 	// columns the copy follows when the state file has no schema of them.
@@ -302,16 +311,37 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 	}
 	read, err := r.open(ctx)
 	if err != nil {
+		r.o.Schema.forget()
 		return r.result(), err
 	}
 	if !read {
 		o.phase(PhaseFinish)
-		return r.finish(ctx, nil)
+		res, err := r.finish(ctx, nil)
+		r.remember(err)
+		return res, err
 	}
 	o.phase(PhasePages)
 	err = r.loop(ctx)
 	o.phase(PhaseFinish)
-	return r.finish(ctx, err)
+	res, err := r.finish(ctx, err)
+	r.remember(err)
+	return res, err
+}
+
+// remember keeps what a table run read from the catalogs for the next run
+// when it succeeded, and forgets it when it failed.
+func (r *runner) remember(err error) {
+	sc := r.o.Schema
+	if err != nil || r.src == nil {
+		sc.forget()
+		return
+	}
+	st, _, gerr := r.o.Store.Get(r.c.Name)
+	if gerr != nil {
+		sc.forget()
+		return
+	}
+	sc.store(r.c, r.srcFP, r.dstFP, r.src.Table, r.res.CursorIndex, st)
 }
 
 // open reads the state, refuses a watermark computed for other settings,

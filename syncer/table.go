@@ -2,9 +2,11 @@ package syncer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
@@ -67,7 +69,13 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { dst, derr = k.OpenSink(ctx, r.c) })
-	src, err := source.Open(ctx, r.c)
+	var src *source.Reader
+	if r.o.Schema != nil {
+		known, fp := r.o.Schema.cached(r.c)
+		src, r.srcFP, err = source.OpenCached(ctx, r.c, fp, known)
+	} else {
+		src, err = source.Open(ctx, r.c)
+	}
 	wg.Wait()
 	if err == nil {
 		r.src = src
@@ -97,6 +105,9 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err := r.acquire(ctx, sink.LockConn(dst)); err != nil {
 		return false, err
 	}
+	if err := r.copyFingerprint(ctx); err != nil {
+		return false, err
+	}
 	// The sink's catalog names the copy's one writer and where it is;
 	// the state file follows it (catalog.go).
 	rec, err := r.claim(ctx, src, dst)
@@ -118,6 +129,24 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	return r.position(ctx, src, bound, caughtUp)
 }
 
+// copyFingerprint reads the copy's catalog fingerprint for a run with a
+// SchemaCache, on the sink's session after the run lock is taken (no other
+// syncd process changes the copy meanwhile), and decides whether the run
+// can trust what the last one checked.
+func (r *runner) copyFingerprint(ctx context.Context) error {
+	conn := sink.LockConn(r.dst)
+	if r.o.Schema == nil || conn == nil || r.src == nil {
+		return nil
+	}
+	var err error
+	t := r.c.Sink.Ident
+	if r.dstFP, err = pgutil.Fingerprint(ctx, conn, t.Schema, t.Name); err != nil {
+		return fmt.Errorf("sink table %s: %w", t, err)
+	}
+	r.trusted = r.o.Schema.trusted(r.c, r.src, r.dstFP, r.st)
+	return nil
+}
+
 // bound reads the commit-safe bound the run reads below, and the point
 // the copy is caught up to when the run reaches the end.
 func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, time.Time, error) {
@@ -127,9 +156,13 @@ func (r *runner) bound(ctx context.Context, src *source.Reader) (source.Bound, t
 	}
 	r.res.Bound, r.res.BoundAt, r.res.HeldBack, r.res.Holder, r.res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
 	// Enum labels read after the bound include every label a row under it
-	// uses; Prepare adds the missing ones to the copy's enums.
-	if err := src.RefreshTypes(ctx); err != nil {
-		return bound, time.Time{}, err
+	// uses; Prepare adds the missing ones to the copy's enums. A table
+	// taken from the cache without an enum has nothing to refresh: its
+	// other types changed with its fingerprint.
+	if src.Described || src.Table.HasEnums() {
+		if err := src.RefreshTypes(ctx); err != nil {
+			return bound, time.Time{}, err
+		}
 	}
 	caughtUp := bound.At
 	if caughtUp.IsZero() {
@@ -146,6 +179,20 @@ func (r *runner) prepare(ctx context.Context, src *source.Reader) error {
 	dst := r.dst
 	if u, ok := dst.(sink.SourceSchemaUser); ok {
 		u.UseSourceSchema(src.Table.Types, src.Table.Checks)
+	}
+	if r.trusted {
+		// The source's schema and the copy are as the last run left
+		// them: nothing to follow, nothing to check again.
+		if pg, ok := dst.(*sink.Postgres); ok {
+			pg.Trust()
+		}
+		if err := dst.Prepare(ctx, src.Table.Columns); err != nil {
+			return err
+		}
+		if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
+			src.UseBinary()
+		}
+		return nil
 	}
 	var err error
 	st := r.st
