@@ -51,6 +51,17 @@ type Postgres struct {
 	trusted bool
 }
 
+// SchemaChanged drops the prepared statements of the sink's session when
+// it came from a pool, and makes every other session of the pool drop its
+// own before it is lent again: the copy changed since the last run (see
+// pgpool.Session.SchemaChanged).
+func (s *Postgres) SchemaChanged(ctx context.Context) error {
+	if s.sess == nil {
+		return nil
+	}
+	return s.sess.SchemaChanged(ctx)
+}
+
 // Trust tells Prepare that an earlier run's Prepare checked the copy
 // against the same source columns and that no catalog row of the copy
 // changed since (the run compared pgutil.Fingerprint): the copy exists

@@ -144,6 +144,17 @@ func OpenSession(ctx context.Context, c *config.Config) (*pgpool.Session, error)
 	return sess, nil
 }
 
+// SchemaChanged drops the prepared statements of the reader's session
+// when it came from a pool, and makes every other session of the pool drop
+// its own before it is lent again: the table changed since the last run
+// (see pgpool.Session.SchemaChanged).
+func (r *Reader) SchemaChanged(ctx context.Context) error {
+	if r.sess == nil {
+		return nil
+	}
+	return r.sess.SchemaChanged(ctx)
+}
+
 // Reused reports whether the reader's session ran before (it came from a
 // pool).
 func (r *Reader) Reused() bool { return r.sess != nil && r.sess.Reused }

@@ -65,6 +65,18 @@ func (sc *SchemaCache) trusted(c *config.Config, src *source.Reader, dstFP strin
 	return sc.ok && sc.cfg == c && sc.dstFP == dstFP && sc.state == schemaRecord(st)
 }
 
+// changed reports whether an earlier run of this config read other
+// fingerprints: the source table (when the run described it again) or the
+// copy changed since.
+func (sc *SchemaCache) changed(c *config.Config, srcChanged bool, dstFP string) bool {
+	if sc == nil {
+		return false
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.cfg == c && sc.srcFP != "" && (srcChanged || dstFP != "" && dstFP != sc.dstFP)
+}
+
 // index returns the cursor index read under the source's fingerprint.
 func (sc *SchemaCache) cursorIndex(c *config.Config, src *source.Reader) *source.CursorIndex {
 	if sc == nil || src.Described {
@@ -89,8 +101,13 @@ func (sc *SchemaCache) store(c *config.Config, srcFP, dstFP string, t *source.Ta
 	defer sc.mu.Unlock()
 	sc.cfg, sc.srcFP, sc.dstFP, sc.table, sc.index = c, srcFP, dstFP, t.Clone(), ci
 	sc.state, sc.ok = schemaRecord(st), srcFP != "" && dstFP != ""
+	if srcFP == "" || dstFP == "" {
+		sc.srcFP, sc.dstFP = "", "" // a first run: nothing to compare with yet
+	}
 }
 
+// forget makes the next run read everything again (it keeps the
+// fingerprints, so that the next run still tells a change).
 func (sc *SchemaCache) forget() {
 	if sc == nil {
 		return

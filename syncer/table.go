@@ -94,6 +94,11 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if derr != nil {
 		return false, derr
 	}
+	if r.o.Schema.changed(r.c, src.Described, "") {
+		if err := src.SchemaChanged(ctx); err != nil {
+			return false, err
+		}
+	}
 	bound, caughtUp, err := r.bound(ctx, src)
 	if err != nil {
 		return false, err
@@ -144,6 +149,11 @@ func (r *runner) copyFingerprint(ctx context.Context) error {
 		return fmt.Errorf("sink table %s: %w", t, err)
 	}
 	r.trusted = r.o.Schema.trusted(r.c, r.src, r.dstFP, r.st)
+	if pg, ok := r.dst.(*sink.Postgres); ok && r.o.Schema.changed(r.c, r.src.Described, r.dstFP) {
+		if err := pg.SchemaChanged(ctx); err != nil {
+			return fmt.Errorf("sink table %s: %w", t, err)
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ package pgpool
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -58,7 +59,11 @@ type Pool struct {
 	idle   map[string][]idleConn
 	broken map[*pgx.Conn]bool
 	closed bool
-	stop   chan struct{}
+	// epoch counts the schema changes runs reported (SchemaChanged): a
+	// session lent before the latest one drops its prepared statements
+	// before it is lent again.
+	epoch int64
+	stop  chan struct{}
 	done   chan struct{}
 	stats  Stats
 }
@@ -66,6 +71,7 @@ type Pool struct {
 type idleConn struct {
 	conn  *pgx.Conn
 	since time.Time
+	epoch int64 // the pool's epoch when the session was lent last
 }
 
 // Stats count what a pool did.
@@ -133,11 +139,13 @@ func closeAll(conns []*pgx.Conn) {
 }
 
 // Get returns an idle session of key, the one given back last, or one that
-// dial opens; reused says which.
-func (p *Pool) Get(ctx context.Context, key string, dial func(context.Context) (*pgx.Conn, error)) (conn *pgx.Conn, reused bool, err error) {
+// dial opens; reused says which, and epoch is the pool's epoch now (Put
+// takes it back).
+func (p *Pool) Get(ctx context.Context, key string, dial func(context.Context) (*pgx.Conn, error)) (conn *pgx.Conn, reused bool, epoch int64, err error) {
 	for {
 		p.mu.Lock()
 		list := p.idle[key]
+		epoch = p.epoch
 		if len(list) == 0 || p.closed {
 			p.mu.Unlock()
 			break
@@ -153,14 +161,34 @@ func (p *Pool) Get(ctx context.Context, key string, dial func(context.Context) (
 			p.count(func(s *Stats) { s.Closed++ })
 			continue
 		}
+		if ic.epoch != epoch {
+			// A table changed since this session was lent: pgx's cached
+			// statements may describe its old columns ("cached plan must
+			// not change result type"). One round trip drops them.
+			if err := ic.conn.DeallocateAll(ctx); err != nil {
+				_ = ic.conn.Close(context.WithoutCancel(ctx))
+				p.count(func(s *Stats) { s.Closed++ })
+				continue
+			}
+		}
 		p.count(func(s *Stats) { s.Reused++ })
-		return ic.conn, true, nil
+		return ic.conn, true, epoch, nil
 	}
 	conn, err = dial(ctx)
 	if err == nil {
 		p.count(func(s *Stats) { s.Dialed++ })
 	}
-	return conn, false, err
+	return conn, false, epoch, err
+}
+
+// SchemaChanged tells the pool that a run found a table or a copy changed:
+// every session lent before drops its prepared statements before it is
+// lent again.
+func (p *Pool) SchemaChanged() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.epoch++
+	return p.epoch
 }
 
 // quiet reports whether an idle session's socket has nothing to read: a
@@ -204,7 +232,7 @@ func (p *Pool) Broken(conn *pgx.Conn) {
 // (Reset, and what the caller adds) in one round trip; a session closed,
 // inside a transaction, marked Broken, whose reset fails, given back with
 // a ctx that is done, or beyond MaxIdle is closed instead.
-func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, reset string) {
+func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, epoch int64, reset string) {
 	p.mu.Lock()
 	broken := p.broken[conn]
 	delete(p.broken, conn)
@@ -220,7 +248,7 @@ func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, reset string
 	if ok {
 		p.mu.Lock()
 		if !p.closed && len(p.idle[key]) < p.o.MaxIdle {
-			p.idle[key] = append(p.idle[key], idleConn{conn: conn, since: time.Now()})
+			p.idle[key] = append(p.idle[key], idleConn{conn: conn, since: time.Now(), epoch: epoch})
 			p.stats.Returned++
 			p.mu.Unlock()
 			return
@@ -288,6 +316,7 @@ type Session struct {
 	pool   *Pool
 	key    string
 	reset  string
+	epoch  int64
 }
 
 // Open takes a session of key from ctx's pool or dials one; reset is what
@@ -301,11 +330,11 @@ func Open(ctx context.Context, key, reset string, dial func(context.Context) (*p
 		}
 		return &Session{Conn: conn}, nil
 	}
-	conn, reused, err := p.Get(ctx, key, dial)
+	conn, reused, epoch, err := p.Get(ctx, key, dial)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{Conn: conn, Reused: reused, pool: p, key: key, reset: reset}, nil
+	return &Session{Conn: conn, Reused: reused, pool: p, key: key, reset: reset, epoch: epoch}, nil
 }
 
 // Release gives the session back to its pool after running extra and its
@@ -315,7 +344,27 @@ func (s *Session) Release(ctx context.Context, extra string) error {
 	if s.pool == nil {
 		return s.Conn.Close(context.WithoutCancel(ctx))
 	}
-	s.pool.Put(ctx, s.key, s.Conn, extra+s.reset)
+	s.pool.Put(ctx, s.key, s.Conn, s.epoch, extra+s.reset)
+	return nil
+}
+
+// SchemaChanged is called by a run that found its table or copy changed
+// since its last run, before it reads either: its session (when reused)
+// drops its prepared statements now, and every other session of the pool
+// before it is lent again (see Pool.SchemaChanged).
+func (s *Session) SchemaChanged(ctx context.Context) error {
+	if s.pool == nil {
+		return nil
+	}
+	epoch := s.pool.SchemaChanged()
+	if !s.Reused {
+		s.epoch = epoch // opened meanwhile: nothing cached from before
+		return nil
+	}
+	if err := s.Conn.DeallocateAll(ctx); err != nil {
+		return fmt.Errorf("drop the prepared statements of a pooled session: %w", err)
+	}
+	s.epoch = epoch
 	return nil
 }
 
