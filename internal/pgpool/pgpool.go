@@ -64,8 +64,8 @@ type Pool struct {
 	// before it is lent again.
 	epoch int64
 	stop  chan struct{}
-	done   chan struct{}
-	stats  Stats
+	done  chan struct{}
+	stats Stats
 }
 
 type idleConn struct {
