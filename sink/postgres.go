@@ -117,15 +117,12 @@ func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 // Unfinished says that the run did not catch up (see Unfinisher).
 func (s *Postgres) Unfinished() { s.unfinished = true }
 
-// Close gives the session back to its pool, or closes it. A run that was
-// stopped (ctx is done, or it called Unfinished) or whose last page failed
-// skips the ANALYZE of a freshly filled copy, and its session is not
-// reused.
+// Close gives the session back to its pool (unless the run marked it
+// broken, see pgpool.Broken), or closes it. A run that was stopped (ctx is
+// done, or it called Unfinished) or whose last page failed skips the
+// ANALYZE of a freshly filled copy.
 func (s *Postgres) Close(ctx context.Context) error {
 	s.analyzeFresh(ctx)
-	if s.unfinished {
-		pgpool.Broken(ctx, s.conn)
-	}
 	return s.sess.Release(ctx, "")
 }
 

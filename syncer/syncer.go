@@ -299,9 +299,13 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 		}
 		// A session of a run that failed is closed, not given back to
 		// the pool: it may be in any state (a statement cancelled, a
-		// connection half lost).
-		if err != nil && r.src != nil {
+		// connection half lost). A run skipped because another process
+		// holds the run lock did nothing on either side.
+		if err != nil && !errors.Is(err, runlock.ErrHeld) && r.src != nil {
 			pgpool.Broken(ctx, r.src.Conn())
+			if r.dst != nil { // a table copy's sink: a session of the pool
+				pgpool.Broken(ctx, sink.LockConn(r.dst))
+			}
 		}
 	}()
 	o.phase(PhaseOpen)
