@@ -31,6 +31,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/retry"
 	"github.com/syncd/syncd/kind"
@@ -135,6 +136,7 @@ type daemon struct {
 	reg     *prometheus.Registry
 	cron    *scheduler
 	budget  *budget
+	pool    *pgpool.Pool // the runs' source and sink sessions, shared by every source
 	sum     *summary
 	ctx     context.Context // cancelled only to force an exit
 	stopCtx context.Context // cancelled at the graceful stop as well
@@ -180,12 +182,15 @@ func Run(ctx context.Context, o Options) error {
 	stopCtx, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	d := &daemon{
-		o:        o,
-		log:      o.Logger,
-		reg:      reg,
-		m:        metrics.New(reg, o.Version),
-		cron:     newScheduler(o.Clock),
-		budget:   newBudget(o.MaxConcurrentRuns, newBudgetMetrics(reg)),
+		o:      o,
+		log:    o.Logger,
+		reg:    reg,
+		m:      metrics.New(reg, o.Version),
+		cron:   newScheduler(o.Clock),
+		budget: newBudget(o.MaxConcurrentRuns, newBudgetMetrics(reg)),
+		// No more runs than the budget can need a session of one
+		// database at once.
+		pool:     pgpool.New(pgpool.Options{MaxIdle: o.MaxConcurrentRuns}),
 		sum:      &summary{},
 		ctx:      ctx,
 		stopCtx:  stopCtx,
@@ -262,6 +267,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	began := time.Now()
 	err := d.shutdown(ctx, began)
+	d.pool.Close() // a run still going closes its sessions when it ends
 	cancelStop()
 	if serr := d.closeServers(ctx, servers, began); serr != nil && err == nil {
 		err = serr

@@ -30,6 +30,12 @@ type inproc struct {
 // edit changes the options before the start. It stops at the test's end.
 func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc {
 	t.Helper()
+	return startDaemonCtx(t, context.Background(), path, edit)
+}
+
+// startDaemonCtx is startDaemon with the context daemon.Run gets.
+func startDaemonCtx(t *testing.T, ctx context.Context, path string, edit func(*daemon.Options)) *inproc {
+	t.Helper()
 	cfgs, err := config.Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +62,7 @@ func startDaemon(t *testing.T, path string, edit func(*daemon.Options)) *inproc 
 	if edit != nil {
 		edit(&o)
 	}
-	go func() { d.done <- daemon.Run(context.Background(), o) }()
+	go func() { d.done <- daemon.Run(ctx, o) }()
 	select {
 	case d.addr = <-listening:
 	case err := <-d.done:

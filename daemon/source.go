@@ -30,6 +30,9 @@ const (
 type source struct {
 	d   *daemon
 	log *slog.Logger
+	// schema is what the source's runs read from the catalogs, re-read
+	// when a catalog fingerprint changes (see syncer.SchemaCache).
+	schema syncer.SchemaCache
 
 	mu      sync.Mutex
 	cfg     *config.Config
@@ -349,7 +352,7 @@ func (s *source) attempts(cfg *config.Config, rows, written *int64) (string, err
 	for n := 1; ; n++ {
 		res, err := syncer.Run(s.d.ctx, syncer.Options{
 			Config: cfg, Kinds: s.d.o.Kinds, Store: s.d.o.Store, Logger: s.d.log, Stop: s.d.stop, OnPage: onPage, OnProgress: s.setProgress, OnPhase: s.setPhase,
-			Test: s.d.o.Test, QuietIdle: true,
+			Test: s.d.o.Test, QuietIdle: true, Pool: s.d.pool, Schema: &s.schema,
 		})
 		err = syncsource.Explain(cfg, err) // name the config key that caused a database error
 		s.d.m.Bound(name, res.Bound, res.HeldBack, res.Holder.PID)

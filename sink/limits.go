@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 )
 
@@ -18,8 +19,23 @@ import (
 // config's and the session's own). Every connection syncd opens to a sink
 // database is made here: the copy's, the coupon grants', a run lock's own.
 func Connect(ctx context.Context, c *config.Config) (*pgx.Conn, error) {
-	conn, err := pgutil.ConnectSink(ctx, c.Sink.DSN, pgutil.Limits{Lock: c.Sink.LockTimeout.Duration, Statement: c.Sink.StatementTimeout.Duration})
+	conn, err := pgutil.ConnectSink(ctx, c.Sink.DSN, limitsOf(c))
 	return conn, pgutil.Locate(c, err)
+}
+
+func limitsOf(c *config.Config) pgutil.Limits {
+	return pgutil.Limits{Lock: c.Sink.LockTimeout.Duration, Statement: c.Sink.StatementTimeout.Duration}
+}
+
+// OpenSession opens a session on the sink database of c as Connect does,
+// or takes one of the context's pool (see package pgpool): sessions of the
+// same DSN and limits are shared by every source, and one given back runs
+// pgpool.Reset and sets its limits again (the reset clears them).
+func OpenSession(ctx context.Context, c *config.Config) (*pgpool.Session, error) {
+	limits := pgutil.LimitsSQL(limitsOf(c))
+	return pgpool.Open(ctx, "sink\x00"+c.Sink.DSN+"\x00"+limits, pgpool.Reset+"; "+limits, func(ctx context.Context) (*pgx.Conn, error) {
+		return Connect(ctx, c)
+	})
 }
 
 // errPageDeadline is the cause of a page context that reached

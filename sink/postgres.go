@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
@@ -21,6 +22,7 @@ import (
 // Postgres is a PostgreSQL table kept as a copy of the source table.
 type Postgres struct {
 	conn  *pgx.Conn
+	sess  *pgpool.Session
 	cfg   *config.Config
 	table config.Table
 	cols  []page.Column
@@ -45,7 +47,27 @@ type Postgres struct {
 	// record is the copy's name in the syncd catalog once Record was
 	// called: each page with a Mark moves it in its own transaction.
 	record string
+	// trusted is set by Trust: Prepare skips Check.
+	trusted bool
 }
+
+// SchemaChanged drops the prepared statements of the sink's session when
+// it came from a pool, and makes every other session of the pool drop its
+// own before it is lent again: the copy changed since the last run (see
+// pgpool.Session.SchemaChanged).
+func (s *Postgres) SchemaChanged(ctx context.Context) error {
+	if s.sess == nil {
+		return nil
+	}
+	return s.sess.SchemaChanged(ctx)
+}
+
+// Trust tells Prepare that an earlier run's Prepare checked the copy
+// against the same source columns and that no catalog row of the copy
+// changed since (the run compared pgutil.Fingerprint): the copy exists
+// and the checks of Check would find what they found then, so Prepare
+// skips them.
+func (s *Postgres) Trust() { s.trusted = true }
 
 // Record makes every page with a Mark move the copy's record in the syncd
 // catalog (package catalog) in the page's own transaction (Recorder).
@@ -79,12 +101,14 @@ func (s *Postgres) UseSourceSchema(types []page.UserType, checks []string) {
 var _ Sink = (*Postgres)(nil)
 
 // OpenPostgres connects to the sink database of c.
+// It takes a session of the context's pool when it carries one (see
+// OpenSession).
 func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
-	conn, err := Connect(ctx, c)
+	sess, err := OpenSession(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{conn: conn, cfg: c, table: c.Sink.Ident}, nil
+	return &Postgres{conn: sess.Conn, sess: sess, cfg: c, table: c.Sink.Ident}, nil
 }
 
 // Conn is the sink's connection.
@@ -93,12 +117,13 @@ func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 // Unfinished says that the run did not catch up (see Unfinisher).
 func (s *Postgres) Unfinished() { s.unfinished = true }
 
-// Close closes the connection. A run that was stopped (ctx is done, or it
-// called Unfinished) or whose last page failed skips the ANALYZE of a
-// freshly filled copy.
+// Close gives the session back to its pool (unless the run marked it
+// broken, see pgpool.Broken), or closes it. A run that was stopped (ctx is
+// done, or it called Unfinished) or whose last page failed skips the
+// ANALYZE of a freshly filled copy.
 func (s *Postgres) Close(ctx context.Context) error {
 	s.analyzeFresh(ctx)
-	return s.conn.Close(context.WithoutCancel(ctx))
+	return s.sess.Release(ctx, "")
 }
 
 // explain names the copy in a lock timeout or a page deadline (limits.go).
@@ -116,9 +141,12 @@ func (s *Postgres) Prepare(ctx context.Context, cols []page.Column) error {
 }
 
 func (s *Postgres) prepare(ctx context.Context, cols []page.Column) error {
-	exists, err := s.Check(ctx, cols)
-	if err != nil {
-		return err
+	exists := true
+	var err error
+	if !s.trusted {
+		if exists, err = s.Check(ctx, cols); err != nil {
+			return err
+		}
 	}
 	if !exists {
 		if err := s.create(ctx, cols); err != nil {

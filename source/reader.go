@@ -31,6 +31,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 )
@@ -53,6 +54,7 @@ type Position struct {
 // capability (source.go).
 type Reader struct {
 	conn  *pgx.Conn
+	sess  *pgpool.Session
 	cfg   *config.Config
 	table *Table
 	sel   string // SELECT ... FROM ... (without WHERE)
@@ -64,40 +66,134 @@ type Reader struct {
 	// page_size rows stays well within source.page_bytes: the next page
 	// is read without the server counting its bytes (pagebytes.go).
 	narrow bool
+	// Described is true when Open read the table from the catalog, false
+	// when it took an earlier run's description (OpenCached).
+	Described bool
 	// stmts maps a page query to its prepared statement (prepared.go).
 	stmts   map[string]string
 	stmtSeq int
 }
 
-// Open connects to the source and describes its table.
+// Open connects to the source (a session of the context's pool when it
+// carries one, see package pgpool) and describes its table.
 func Open(ctx context.Context, c *config.Config) (*Reader, error) {
-	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
+	r, _, err := open(ctx, c, false, "", nil)
+	return r, err
+}
+
+// OpenCached is Open for a run that knows the table from an earlier run:
+// known, described when the table's catalog fingerprint was fp (see
+// pgutil.Fingerprint). It reads the fingerprint (one round trip) and
+// describes the table again only when it differs; Described says which.
+// It returns the fingerprint read ("": the table does not exist).
+func OpenCached(ctx context.Context, c *config.Config, fp string, known *Table) (*Reader, string, error) {
+	return open(ctx, c, true, fp, known)
+}
+
+func open(ctx context.Context, c *config.Config, cached bool, fp string, known *Table) (*Reader, string, error) {
+	sess, err := OpenSession(ctx, c)
 	if err != nil {
-		return nil, pgutil.Locate(c, err)
+		return nil, "", err
 	}
-	t, err := Describe(ctx, conn, c)
-	if err != nil {
-		conn.Close(context.WithoutCancel(ctx))
-		return nil, err
+	conn := sess.Conn
+	fail := func(err error) (*Reader, string, error) {
+		pgpool.Broken(ctx, conn)
+		_ = sess.Release(context.WithoutCancel(ctx), "")
+		return nil, "", err
+	}
+	var now string
+	if cached {
+		if now, err = pgutil.Fingerprint(ctx, conn, c.Source.Ident.Schema, c.Source.Ident.Name); err != nil {
+			return fail(err)
+		}
+	}
+	t := known.Clone()
+	described := known == nil || now == "" || now != fp
+	if described {
+		if t, err = Describe(ctx, conn, c); err != nil {
+			return fail(err)
+		}
 	}
 	names := make([]string, len(t.Columns))
 	for i, col := range t.Columns {
 		names[i] = col.Name
 	}
 	return &Reader{
-		conn:  conn,
-		cfg:   c,
-		table: t,
-		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
-		order: " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
-	}, nil
+		conn:      conn,
+		sess:      sess,
+		cfg:       c,
+		table:     t,
+		Described: described,
+		sel:       "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
+		order:     " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
+	}, now, nil
+}
+
+// Clone is a copy of t whose slices a run may change without touching t.
+func (t *Table) Clone() *Table {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	c.Columns, c.Nums, c.Cursor, c.CursorIdx = slices.Clone(t.Columns), slices.Clone(t.Nums), slices.Clone(t.Cursor), slices.Clone(t.CursorIdx)
+	c.Types, c.Checks = slices.Clone(t.Types), slices.Clone(t.Checks)
+	return &c
+}
+
+// HasEnums reports whether a column's type is, or is built on, an enum:
+// its labels can change without the table's catalog rows changing.
+func (t *Table) HasEnums() bool {
+	return slices.ContainsFunc(t.Types, func(u page.UserType) bool { return u.Kind == 'e' })
 }
 
 // Table is the source table as Open described it.
 func (r *Reader) Table() *Table { return r.table }
 
-// Close closes the connection.
-func (r *Reader) Close(ctx context.Context) error { return r.conn.Close(ctx) }
+// OpenSession opens a session on the source database of c: from the
+// context's pool when it carries one, else a new connection.
+func OpenSession(ctx context.Context, c *config.Config) (*pgpool.Session, error) {
+	dsn := c.Source.DSN
+	sess, err := pgpool.Open(ctx, "source\x00"+dsn, pgpool.Reset, func(ctx context.Context) (*pgx.Conn, error) {
+		return pgutil.Connect(ctx, dsn, "source")
+	})
+	if err != nil {
+		return nil, pgutil.Locate(c, err)
+	}
+	return sess, nil
+}
+
+// SchemaChanged drops the prepared statements of the reader's session
+// when it came from a pool, and makes every other session of the pool drop
+// its own before it is lent again: the table changed since the last run
+// (see pgpool.Session.SchemaChanged).
+func (r *Reader) SchemaChanged(ctx context.Context) error {
+	if r.sess == nil {
+		return nil
+	}
+	return r.sess.SchemaChanged(ctx)
+}
+
+// Broken marks the reader's session as one not to give back to its pool
+// (a run that failed may have left it in any state).
+func (r *Reader) Broken(ctx context.Context) { pgpool.Broken(ctx, r.conn) }
+
+// Reused reports whether the reader's session ran before (it came from a
+// pool).
+func (r *Reader) Reused() bool { return r.sess != nil && r.sess.Reused }
+
+// Close gives the session back to its pool, without the reader's
+// prepared page statements, or closes it.
+func (r *Reader) Close(ctx context.Context) error {
+	if r.sess == nil {
+		return r.conn.Close(ctx)
+	}
+	var drop strings.Builder
+	for _, name := range r.stmts {
+		drop.WriteString("DEALLOCATE " + pgutil.Ident(name) + "; ")
+	}
+	r.stmts = nil
+	return r.sess.Release(ctx, drop.String())
+}
 
 // Clock reads the source's clock (clock_timestamp(), in UTC).
 func (r *Reader) Clock(ctx context.Context) (time.Time, error) {

@@ -23,6 +23,11 @@ func (r *runner) checkIndex(ctx context.Context, from source.Source) {
 	if !ok {
 		return
 	}
+	if ci := r.o.Schema.cursorIndex(r.c, r.src); ci != nil {
+		// The table's indexes and statistics are as the last run read them.
+		r.res.CursorIndex = ci
+		return
+	}
 	ci, err := src.CheckCursorIndex(ctx)
 	if err != nil {
 		r.log.Debug("cursor index not checked", "err", err)

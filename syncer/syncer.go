@@ -16,6 +16,7 @@ import (
 
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/plan"
 	"github.com/syncd/syncd/runlock"
@@ -74,6 +75,14 @@ type Options struct {
 	// the PostgreSQL table of Config). The run uses the capabilities the
 	// source declares and does without the others (see source.Source).
 	OpenSource func(ctx context.Context, c *config.Config) (source.Source, error)
+	// Pool, when set, lends the run its source and sink sessions and takes
+	// them back at its end (the daemon's, shared by every source; see
+	// package pgpool); nil opens fresh sessions and closes them.
+	Pool *pgpool.Pool
+	// Schema, when set, is what the source's earlier runs read from the
+	// catalogs (the daemon keeps one per source): the run re-does that
+	// work only when a catalog fingerprint changed (see SchemaCache).
+	Schema *SchemaCache
 }
 
 // openSource opens the run's source: Options.OpenSource, or the
@@ -185,6 +194,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	log = log.With("source", c.Name)
 	started := time.Now()
+	ctx = pgpool.With(ctx, o.Pool)
 	res, err := run(ctx, o, log)
 	if errors.Is(err, runlock.ErrHeld) {
 		// Another process owns this source right now: its state is not ours
@@ -268,6 +278,7 @@ type runner struct {
 	k   kind.Kind // the kind of the source's sink
 
 	rd    plan.Reader
+	src   *source.Reader // nil: a plan's own reader
 	dst   sink.Sink
 	hooks plan.Hooks   // nil: nothing before the first page or after the last
 	plan  *plan.Plan   // nil: a table copy
@@ -281,6 +292,11 @@ type runner struct {
 	// source is the source table's identity as claim read it (nil: the
 	// sink keeps no catalog).
 	source *catalog.Source
+	// srcFP and dstFP are the catalog fingerprints of the source table
+	// and the copy read by a run with a SchemaCache; trusted is set when
+	// they are the cache's (the copy's checks are skipped).
+	srcFP, dstFP string
+	trusted      bool
 	// recordedColumns are the source's columns as the sink's record knew
 	// them before this run (nil: a record registered by this run): the
 	// columns the copy follows when the state file has no schema of them.
@@ -298,6 +314,16 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 		if u, ok := r.dst.(sink.Unfinisher); ok && err != nil {
 			u.Unfinished()
 		}
+		// A session of a run that failed is closed, not given back to
+		// the pool: it may be in any state (a statement cancelled, a
+		// connection half lost). A run skipped because another process
+		// holds the run lock did nothing on either side.
+		if err != nil && !errors.Is(err, runlock.ErrHeld) && r.src != nil {
+			r.src.Broken(ctx)
+			if r.dst != nil { // a table copy's sink: a session of the pool
+				pgpool.Broken(ctx, sink.LockConn(r.dst))
+			}
+		}
 	}()
 	o.phase(PhaseOpen)
 	if r.c.Compare() {
@@ -306,16 +332,37 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 	}
 	read, err := r.open(ctx)
 	if err != nil {
+		r.o.Schema.forget()
 		return r.result(), err
 	}
 	if !read {
 		o.phase(PhaseFinish)
-		return r.finish(ctx, nil)
+		res, err := r.finish(ctx, nil)
+		r.remember(err)
+		return res, err
 	}
 	o.phase(PhasePages)
 	err = r.loop(ctx)
 	o.phase(PhaseFinish)
-	return r.finish(ctx, err)
+	res, err := r.finish(ctx, err)
+	r.remember(err)
+	return res, err
+}
+
+// remember keeps what a table run read from the catalogs for the next run
+// when it succeeded, and forgets it when it failed.
+func (r *runner) remember(err error) {
+	sc := r.o.Schema
+	if err != nil || r.src == nil {
+		sc.forget()
+		return
+	}
+	st, _, gerr := r.o.Store.Get(r.c.Name)
+	if gerr != nil {
+		sc.forget()
+		return
+	}
+	sc.store(r.c, r.srcFP, r.dstFP, r.src.Table(), r.res.CursorIndex, st)
 }
 
 // open reads the state, refuses a watermark computed for other settings,

@@ -2,9 +2,11 @@ package syncer
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
@@ -67,9 +69,28 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		wg   sync.WaitGroup
 	)
 	wg.Go(func() { dst, derr = k.OpenSink(ctx, r.c) })
-	src, err := r.o.openSource(ctx, r.c)
+	// A PostgreSQL source (rd) is taken from the daemon's schema cache
+	// when the run has one; the cache and the pool apply only to it.
+	var (
+		src source.Source
+		rd  *source.Reader
+	)
+	switch {
+	case r.o.OpenSource != nil:
+		src, err = r.o.OpenSource(ctx, r.c)
+		rd, _ = src.(*source.Reader)
+	case r.o.Schema != nil:
+		known, fp := r.o.Schema.cached(r.c)
+		rd, r.srcFP, err = source.OpenCached(ctx, r.c, fp, known)
+	default:
+		rd, err = source.Open(ctx, r.c)
+	}
+	if rd != nil {
+		src = rd
+	}
 	wg.Wait()
 	if err == nil {
+		r.src = rd
 		r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
 	}
 	if dst != nil {
@@ -85,6 +106,11 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if derr != nil {
 		return false, derr
 	}
+	if r.src != nil && r.o.Schema.changed(r.c, r.src.Described, "") {
+		if err := r.src.SchemaChanged(ctx); err != nil {
+			return false, err
+		}
+	}
 	bound, caughtUp, err := r.bound(ctx, src)
 	if err != nil {
 		return false, err
@@ -94,6 +120,9 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	}
 	r.checkIndex(ctx, src)
 	if err := r.acquire(ctx, dst); err != nil {
+		return false, err
+	}
+	if err := r.copyFingerprint(ctx); err != nil {
 		return false, err
 	}
 	// The sink's catalog names the copy's one writer and where it is;
@@ -117,6 +146,29 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	return r.position(ctx, src, bound, caughtUp)
 }
 
+// copyFingerprint reads the copy's catalog fingerprint for a run with a
+// SchemaCache, on the sink's session after the run lock is taken (no other
+// syncd process changes the copy meanwhile), and decides whether the run
+// can trust what the last one checked.
+func (r *runner) copyFingerprint(ctx context.Context) error {
+	conn := sink.LockConn(r.dst)
+	if r.o.Schema == nil || conn == nil || r.src == nil {
+		return nil
+	}
+	var err error
+	t := r.c.Sink.Ident
+	if r.dstFP, err = pgutil.Fingerprint(ctx, conn, t.Schema, t.Name); err != nil {
+		return fmt.Errorf("sink table %s: %w", t, err)
+	}
+	r.trusted = r.o.Schema.trusted(r.c, r.src, r.dstFP, r.st)
+	if pg, ok := r.dst.(*sink.Postgres); ok && r.o.Schema.changed(r.c, r.src.Described, r.dstFP) {
+		if err := pg.SchemaChanged(ctx); err != nil {
+			return fmt.Errorf("sink table %s: %w", t, err)
+		}
+	}
+	return nil
+}
+
 // bound reads the commit-safe bound the run reads below, and the point
 // the copy is caught up to when the run reaches the end.
 func (r *runner) bound(ctx context.Context, src source.Source) (source.Bound, time.Time, error) {
@@ -126,8 +178,10 @@ func (r *runner) bound(ctx context.Context, src source.Source) (source.Bound, ti
 	}
 	r.res.Bound, r.res.BoundAt, r.res.HeldBack, r.res.Holder, r.res.BoundBlind = bound.At, bound.Now, bound.HeldBack(), bound.Holder, bound.Blind
 	// Enum labels read after the bound include every label a row under it
-	// uses; Prepare adds the missing ones to the copy's enums.
-	if s, ok := src.(source.SchemaReader); ok {
+	// uses; Prepare adds the missing ones to the copy's enums. A table
+	// taken from the cache without an enum has nothing to refresh: its
+	// other types changed with its fingerprint.
+	if s, ok := src.(source.SchemaReader); ok && (r.src == nil || r.src.Described || src.Table().HasEnums()) {
 		if err := s.RefreshTypes(ctx); err != nil {
 			return bound, time.Time{}, err
 		}
@@ -147,6 +201,22 @@ func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	dst := r.dst
 	if u, ok := dst.(sink.SourceSchemaUser); ok {
 		u.UseSourceSchema(src.Table().Types, src.Table().Checks)
+	}
+	if r.trusted {
+		// The source's schema and the copy are as the last run left
+		// them: nothing to follow, nothing to check again.
+		if pg, ok := dst.(*sink.Postgres); ok {
+			pg.Trust()
+		}
+		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
+			return err
+		}
+		if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
+			if s, ok := src.(source.BinaryReader); ok {
+				s.UseBinary()
+			}
+		}
+		return nil
 	}
 	var err error
 	st := r.st

@@ -55,14 +55,20 @@ func ConnectSink(ctx context.Context, dsn string, l Limits) (*pgx.Conn, error) {
 // operating system's default keepalive (two hours) its sources would wait
 // that long for another replica. With these, about a minute.
 func applyLimits(ctx context.Context, conn *pgx.Conn, l Limits) error {
-	_, err := conn.Exec(ctx, `
+	_, err := conn.Exec(ctx, LimitsSQL(l), pgx.QueryExecModeSimpleProtocol)
+	return err
+}
+
+// LimitsSQL is the statement that sets l and the keepalives on a session
+// (see applyLimits); a pooled sink session runs it again after its reset.
+func LimitsSQL(l Limits) string {
+	return fmt.Sprintf(`
 SELECT set_config(name, CASE WHEN want = 0 OR (have > 0 AND have <= want) THEN have ELSE want END::text || 'ms', false)
-FROM (SELECT name, setting::bigint AS have, CASE name WHEN 'lock_timeout' THEN $1::bigint ELSE $2::bigint END AS want
+FROM (SELECT name, setting::bigint AS have, CASE name WHEN 'lock_timeout' THEN %d::bigint ELSE %d::bigint END AS want
       FROM pg_settings WHERE name IN ('lock_timeout', 'statement_timeout')) s
 UNION ALL
 SELECT set_config(name, want, false)
 FROM pg_settings JOIN (VALUES ('tcp_keepalives_idle', '30'), ('tcp_keepalives_interval', '10'), ('tcp_keepalives_count', '3')) k(n, want) ON name = n
 WHERE source = 'default'`,
 		l.Lock.Milliseconds(), l.Statement.Milliseconds())
-	return err
 }

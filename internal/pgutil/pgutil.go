@@ -74,9 +74,13 @@ func connect(ctx context.Context, dsn, role string, adjust func(*pgx.ConnConfig)
 	if adjust != nil {
 		adjust(cfg)
 	}
+	ctr := counting(ctx, cfg)
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, classify(err, &cfg.Config, role, dsn)
+	}
+	if ctr != nil {
+		ctr.started(conn)
 	}
 	registerOwn(ctx, conn)
 	return conn, nil

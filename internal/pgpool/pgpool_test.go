@@ -1,0 +1,164 @@
+package pgpool_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/internal/pgpool"
+	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/testutil"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const limits = "SELECT set_config('lock_timeout', '1234ms', false)"
+
+func dialer(url string) func(context.Context) (*pgx.Conn, error) {
+	return func(ctx context.Context) (*pgx.Conn, error) {
+		conn, err := pgutil.Connect(ctx, url, "sink")
+		if err == nil {
+			_, err = conn.Exec(ctx, limits)
+		}
+		return conn, err
+	}
+}
+
+// A session given back holds nothing of the run before: the run lock (a
+// session advisory lock) is released, SET parameters are back to the
+// session's start (syncd's own startup settings and the sink's limits
+// kept), temporary tables are gone; the next run gets the same backend.
+func TestSessionComesBackClean(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	p := pgpool.New(pgpool.Options{MaxIdle: 2})
+	defer p.Close()
+	pctx := pgpool.With(ctx, p)
+	s, err := pgpool.Open(pctx, "k", pgpool.Reset+"; "+limits, dialer(db.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := s.Conn.PgConn().PID()
+	for _, q := range []string{
+		"SELECT pg_advisory_lock(42)",
+		"SET search_path = pg_catalog",
+		"SET statement_timeout = '1s'",
+		"SET TimeZone = 'Europe/Paris'",
+		"CREATE TEMP TABLE syncd_stage (x int)",
+		"BEGIN; DECLARE c CURSOR WITH HOLD FOR SELECT 1; COMMIT",
+	} {
+		if _, err := s.Conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := s.Release(pctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Another session sees the lock free.
+	var free bool
+	if err := db.Pool.QueryRow(ctx, "SELECT pg_try_advisory_lock(42)").Scan(&free); err != nil || !free {
+		t.Fatalf("the advisory lock of the run before is still held (free %v, %v)", free, err)
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT pg_advisory_unlock_all()"); err != nil {
+		t.Fatal(err)
+	}
+	s, err = pgpool.Open(pctx, "k", pgpool.Reset+"; "+limits, dialer(db.URL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(pctx, "")
+	if !s.Reused || s.Conn.PgConn().PID() != pid {
+		t.Fatalf("the second run got a new session (reused %v); want the pooled one", s.Reused)
+	}
+	var path, stmt, lock, tz, date, app string
+	var temps, cursors int
+	if err := s.Conn.QueryRow(ctx, `SELECT current_setting('search_path'), current_setting('statement_timeout'), current_setting('lock_timeout'),
+  current_setting('TimeZone'), current_setting('DateStyle'), current_setting('application_name'),
+  (SELECT count(*) FROM pg_class WHERE relpersistence = 't'), (SELECT count(*) FROM pg_cursors WHERE name = 'c')`).Scan(&path, &stmt, &lock, &tz, &date, &app, &temps, &cursors); err != nil {
+		t.Fatal(err)
+	}
+	if path != `"$user", public` || stmt != "0" || lock != "1234ms" || tz != "UTC" || date != "ISO, YMD" || app != pgutil.AppName || temps != 0 || cursors != 0 {
+		t.Errorf("reused session: search_path %q, statement_timeout %q, lock_timeout %q, TimeZone %q, DateStyle %q, application_name %q, %d temp tables, %d cursors",
+			path, stmt, lock, tz, date, app, temps, cursors)
+	}
+}
+
+// A session left in a transaction, marked broken by its run, closed, or
+// given back with a cancelled context is closed, never reused; a pool
+// keeps at most MaxIdle sessions of a key and closes idle ones after
+// IdleTimeout.
+func TestBrokenSessionsAreClosedAndPoolIsBounded(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	p := pgpool.New(pgpool.Options{MaxIdle: 2, IdleTimeout: 300 * time.Millisecond})
+	defer p.Close()
+	pctx := pgpool.With(ctx, p)
+	open := func() *pgpool.Session {
+		t.Helper()
+		s, err := pgpool.Open(pctx, "k", pgpool.Reset, dialer(db.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	inTx, broken, cancelled := open(), open(), open()
+	if _, err := inTx.Conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	_ = inTx.Release(pctx, "")
+	pgpool.Broken(pctx, broken.Conn)
+	_ = broken.Release(pctx, "")
+	cctx, cancel := context.WithCancel(pctx)
+	cancel()
+	_ = cancelled.Release(cctx, "")
+	for name, s := range map[string]*pgpool.Session{"in a transaction": inTx, "broken": broken, "cancelled": cancelled} {
+		if !s.Conn.IsClosed() {
+			t.Errorf("a session %s was not closed", name)
+		}
+	}
+	if st := p.Stats(); st.Idle != 0 || st.Closed != 3 {
+		t.Fatalf("pool after three bad sessions: %+v; want none idle, 3 closed", st)
+	}
+
+	a, b, c := open(), open(), open()
+	for _, s := range []*pgpool.Session{a, b, c} {
+		_ = s.Release(pctx, "")
+	}
+	if st := p.Stats(); st.Idle != 2 {
+		t.Fatalf("pool keeps %d idle sessions of one key; want MaxIdle 2", st.Idle)
+	}
+	// A session the server ended while idle is dropped, not lent.
+	var victim int32
+	for _, s := range []*pgpool.Session{a, b, c} {
+		if !s.Conn.IsClosed() {
+			victim = int32(s.Conn.PgConn().PID())
+			break
+		}
+	}
+	if _, err := db.Pool.Exec(ctx, "SELECT pg_terminate_backend($1)", victim); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the ended backend to leave pg_stat_activity", func() bool {
+		var n int
+		if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", victim).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+	for range 2 {
+		s := open()
+		if s.Conn.PgConn().PID() == uint32(victim) {
+			t.Fatal("the pool lent a session the server had ended")
+		}
+		if err := s.Conn.Ping(ctx); err != nil {
+			t.Fatalf("lent session does not answer: %v", err)
+		}
+		_ = s.Release(pctx, "")
+	}
+	// Idle past IdleTimeout: closed by the pool.
+	testutil.Eventually(t, 10*time.Second, "the pool to close its idle sessions after IdleTimeout", func() bool {
+		return p.Stats().Idle == 0
+	})
+}

@@ -1,0 +1,64 @@
+package pgutil
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// fingerprintSQL reads, in one round trip, the system columns of every
+// catalog row that describes a table: its pg_class row and those of its
+// partitions and inheritance children (xmin and relfilenode: a DDL
+// statement, a rename, a TRUNCATE or a rewrite changes them), its columns,
+// defaults, constraints, indexes, triggers, rules and policies, the
+// dependencies on it (owned sequences, identity), whether it has planner
+// statistics, and every type its columns are built on (element, base,
+// range subtype and composite attribute types, followed to the end) with
+// those types' constraints and enum labels. A row's xmin is the
+// transaction that wrote it: any change to any of these rows (every DDL
+// statement that could change what syncd reads from the catalog writes
+// one) gives another text. PostgreSQL's in-place updates (VACUUM's and
+// ANALYZE's relpages and reltuples) keep xmin and are not seen, as
+// intended. A table that does not exist gives "".
+const fingerprintSQL = `
+WITH RECURSIVE rel AS (SELECT to_regclass($1) AS oid),
+parts(oid) AS (
+  SELECT oid FROM rel WHERE oid IS NOT NULL
+  UNION SELECT i.inhrelid FROM pg_inherits i JOIN parts p ON i.inhparent = p.oid
+),
+types(oid) AS (
+  SELECT a.atttypid FROM pg_attribute a JOIN rel ON a.attrelid = rel.oid WHERE a.attnum > 0
+  UNION
+  SELECT x.oid FROM types ty JOIN pg_type t ON t.oid = ty.oid,
+    LATERAL (SELECT t.typelem UNION ALL SELECT t.typbasetype
+             UNION ALL SELECT r.rngsubtype FROM pg_range r WHERE r.rngtypid = t.oid
+             UNION ALL SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = t.typrelid AND a.attnum > 0) x(oid)
+  WHERE x.oid <> 0
+)
+SELECT CASE WHEN (SELECT oid FROM rel) IS NULL THEN '' ELSE concat_ws('|',
+  (SELECT string_agg(c.oid || ':' || c.xmin || ':' || c.relfilenode, ',' ORDER BY c.oid) FROM pg_class c JOIN parts USING (oid)),
+  (SELECT string_agg(a.attnum || ':' || a.xmin, ',' ORDER BY a.attnum) FROM pg_attribute a JOIN rel ON a.attrelid = rel.oid WHERE a.attnum > 0),
+  (SELECT string_agg(d.oid || ':' || d.xmin, ',' ORDER BY d.oid) FROM pg_attrdef d JOIN rel ON d.adrelid = rel.oid),
+  (SELECT string_agg(k.oid || ':' || k.xmin, ',' ORDER BY k.oid) FROM pg_constraint k WHERE k.conrelid = (SELECT oid FROM rel) OR k.contypid IN (SELECT oid FROM types)),
+  (SELECT string_agg(i.indexrelid || ':' || i.xmin, ',' ORDER BY i.indexrelid) FROM pg_index i JOIN rel ON i.indrelid = rel.oid),
+  (SELECT string_agg(g.oid || ':' || g.xmin, ',' ORDER BY g.oid) FROM pg_trigger g JOIN rel ON g.tgrelid = rel.oid),
+  (SELECT string_agg(w.oid || ':' || w.xmin, ',' ORDER BY w.oid) FROM pg_rewrite w JOIN rel ON w.ev_class = rel.oid),
+  (SELECT string_agg(p.oid || ':' || p.xmin, ',' ORDER BY p.oid) FROM pg_policy p JOIN rel ON p.polrelid = rel.oid),
+  (SELECT string_agg(d.objid || ':' || d.xmin, ',' ORDER BY d.objid, d.objsubid) FROM pg_depend d JOIN rel ON d.refobjid = rel.oid AND d.refclassid = 'pg_class'::regclass),
+  (SELECT 's' || EXISTS (SELECT 1 FROM pg_statistic s JOIN rel ON s.starelid = rel.oid)),
+  (SELECT string_agg(t.oid || ':' || t.xmin, ',' ORDER BY t.oid) FROM pg_type t JOIN types USING (oid) WHERE t.oid >= 16384),
+  (SELECT string_agg(a.attrelid || '.' || a.attnum || ':' || a.xmin, ',' ORDER BY a.attrelid, a.attnum) FROM pg_attribute a JOIN pg_type t ON a.attrelid = t.typrelid JOIN types USING (oid) WHERE t.typrelid <> 0 AND t.oid >= 16384 AND a.attnum > 0),
+  (SELECT string_agg(e.oid || ':' || e.xmin, ',' ORDER BY e.oid) FROM pg_enum e JOIN types ty ON e.enumtypid = ty.oid)
+) END`
+
+// Fingerprint reads the catalog fingerprint of table (see fingerprintSQL)
+// in one round trip: the same text as before means no catalog row that
+// describes the table changed since; "" means the table does not exist.
+func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (string, error) {
+	var fp string
+	if err := conn.QueryRow(ctx, fingerprintSQL, Qualified(schema, name)).Scan(&fp); err != nil {
+		return "", fmt.Errorf("read the catalog fingerprint of %s.%s: %w", schema, name, err)
+	}
+	return fp, nil
+}
