@@ -24,7 +24,7 @@ const maxIdleRoundTrips = 26
 func awaitRuns(t *testing.T, d *inproc, n int, names ...string) {
 	t.Helper()
 	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("run %d of %s", n, strings.Join(names, ", ")), func() bool {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		for _, name := range names {
 			if m[`syncd_runs_total{outcome="ok",source="`+name+`"}`] < float64(n) {
 				return false
@@ -57,7 +57,7 @@ func TestIdleRunReusesSessionsAndSkipsCatalogWork(t *testing.T) {
 	clock.advance(t, 2*time.Hour)
 	awaitRuns(t, d, 2, "a", "b")
 	runs := func() float64 {
-		m := scrape(t, d.addr)
+		m := testutil.Scrape(t, d.addr).Series
 		return m[`syncd_runs_total{outcome="ok",source="a"}`] + m[`syncd_runs_total{outcome="ok",source="b"}`]
 	}
 	ran := runs()
@@ -136,7 +136,7 @@ func TestSchemaChangeBetweenTicksOfReusedSession(t *testing.T) {
 	f.db.Exec(t, `UPDATE src SET n2 = -id, updated_at = clock_timestamp() WHERE id % 2 = 0`)
 	clock.advance(t, time.Hour)
 	testutil.Eventually(t, 30*time.Second, "the run that finds the rename", func() bool {
-		return scrape(t, d.addr)[`syncd_runs_total{outcome="failed",source="orders"}`] == 1
+		return testutil.Scrape(t, d.addr).Series[`syncd_runs_total{outcome="failed",source="orders"}`] == 1
 	})
 	if !d.logs.Contains(`column \"n\" was renamed to \"n2\"`) {
 		t.Fatalf("the failed run did not name the rename:\n%s", d.logs.String())
