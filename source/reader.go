@@ -57,9 +57,20 @@ func Open(ctx context.Context, c *config.Config) (*Reader, error) {
 	if err != nil {
 		return nil, pgutil.Locate(c, err)
 	}
-	t, err := Describe(ctx, conn, c)
+	r, err := OpenOn(ctx, conn, c)
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return r, nil
+}
+
+// OpenOn is Open on a session the caller opened to c's source database
+// and keeps: `syncd validate` checks the tables of a pattern on a few
+// sessions instead of one each. Close closes conn.
+func OpenOn(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Reader, error) {
+	t, err := Describe(ctx, conn, c)
+	if err != nil {
 		return nil, err
 	}
 	names := make([]string, len(t.Columns))
