@@ -52,6 +52,13 @@ CREATE TABLE copy.t%03[2]d (id bigint PRIMARY KEY, updated_at timestamptz NOT NU
 // every syncd session of it has ended (a backend flushes its statistics
 // when it exits); the test's own pool session flushes its own first.
 func sessionsOf(t *testing.T, db *pgtest.DB) int64 {
+	n, _ := statsOf(t, db)
+	return n
+}
+
+// statsOf is sessionsOf with the transactions run in db so far (each
+// statement outside a transaction block is one).
+func statsOf(t *testing.T, db *pgtest.DB) (sessions, xacts int64) {
 	t.Helper()
 	ctx := context.Background()
 	testutil.Eventually(t, 30*time.Second, "the syncd sessions to end", func() bool {
@@ -65,11 +72,11 @@ func sessionsOf(t *testing.T, db *pgtest.DB) int64 {
 	if _, err := conn.Exec(ctx, `SELECT pg_stat_force_next_flush()`); err != nil {
 		t.Fatal(err)
 	}
-	var n int64
-	if err := conn.QueryRow(ctx, `SELECT pg_stat_clear_snapshot(), (SELECT sessions FROM pg_stat_database WHERE datname = current_database())`).Scan(nil, &n); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_stat_clear_snapshot(), s.sessions, s.xact_commit + s.xact_rollback
+FROM pg_stat_database s WHERE datname = current_database()`).Scan(nil, &sessions, &xacts); err != nil {
 		t.Fatal(err)
 	}
-	return n
+	return sessions, xacts
 }
 
 // validate on a pattern source opens a few sessions per database whatever
@@ -131,4 +138,50 @@ sink:
 		t.Errorf("validate opened %d sessions for 12 tables and %d for 48, want the same few", few, many)
 	}
 	t.Logf("sessions: %d for 12 tables, %d for 48", few, many)
+}
+
+// `run --once --source NAME.TABLE` of a pattern source describes that
+// table only: its idle run costs the same statements with 12 tables in the
+// schema and with 48 (it described every table of the pattern: about 30
+// statements more per table).
+func TestRunOneTableOfAPatternDescribesItAlone(t *testing.T) {
+	db := pgtest.NewDB(t)
+	db.Exec(t, `CREATE SCHEMA app; CREATE SCHEMA copy`)
+	manyTables(t, db, 0, 12)
+	dir := t.TempDir()
+	cfg := writeConfig(t, dir, "app.yaml", fmt.Sprintf(`name: app
+mode: auto
+source:
+  dsn: %s
+  table: app.t*
+  cursor: [updated_at]
+sink:
+  dsn: %s
+  table: copy.*
+`, db.URL, db.URL))
+	state := filepath.Join(dir, "state.db")
+	idle := func() int64 {
+		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state, "--source", "app.t000"); r.code != 0 {
+			t.Fatalf("run --once --source app.t000: %d %s", r.code, r.stderr)
+		}
+		_, before := statsOf(t, db)
+		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state, "--source", "app.t000"); r.code != 0 {
+			t.Fatalf("idle run --once --source app.t000: %d %s", r.code, r.stderr)
+		}
+		_, after := statsOf(t, db)
+		return after - before - 1 // the first statsOf's own read
+	}
+	few := idle()
+	if got, want := rowsText(t, db, "copy.t000"), rowsText(t, db, "app.t000"); got != want {
+		t.Fatalf("copy.t000:\n%s\nwant:\n%s", got, want)
+	}
+	if n := count(t, db, `SELECT count(*) FROM pg_tables WHERE schemaname = 'copy'`); n != 3 { // t000 and the two made by hand
+		t.Errorf("%d copies exist, want t000's and the two made by hand", n)
+	}
+	manyTables(t, db, 12, 48)
+	many := idle()
+	if many > few+2 {
+		t.Errorf("an idle run of one table ran %d statements with 12 tables in the pattern and %d with 48, want the same", few, many)
+	}
+	t.Logf("statements of an idle run of one table: %d with 12 tables, %d with 48", few, many)
 }
