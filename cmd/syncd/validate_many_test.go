@@ -48,6 +48,21 @@ CREATE TABLE copy.t%03[2]d (id bigint PRIMARY KEY, updated_at timestamptz NOT NU
 	db.Exec(t, b.String())
 }
 
+// appConfig is the pattern source of the tables of manyTables: schema app
+// into schema copy of the same database.
+func appConfig(t *testing.T, dir string, db *pgtest.DB) string {
+	return writeConfig(t, dir, "app.yaml", fmt.Sprintf(`name: app
+mode: auto
+source:
+  dsn: %s
+  table: app.t*
+  cursor: [updated_at]
+sink:
+  dsn: %s
+  table: copy.*
+`, db.URL, db.URL))
+}
+
 // sessionsOf is how many sessions the server has opened to db so far, once
 // every syncd session of it has ended (a backend flushes its statistics
 // when it exits); the test's own pool session flushes its own first.
@@ -88,16 +103,7 @@ func TestValidateSessionsDoNotGrowWithTables(t *testing.T) {
 	db.Exec(t, `CREATE SCHEMA app; CREATE SCHEMA copy`)
 	manyTables(t, db, 0, 12)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "app.yaml", fmt.Sprintf(`name: app
-mode: auto
-source:
-  dsn: %s
-  table: app.t*
-  cursor: [updated_at]
-sink:
-  dsn: %s
-  table: copy.*
-`, db.URL, db.URL))
+	cfg := appConfig(t, dir, db)
 	state := filepath.Join(dir, "state.db")
 	validate := func() (result, int64) {
 		before := sessionsOf(t, db)
@@ -149,16 +155,7 @@ func TestRunOneTableOfAPatternDescribesItAlone(t *testing.T) {
 	db.Exec(t, `CREATE SCHEMA app; CREATE SCHEMA copy`)
 	manyTables(t, db, 0, 12)
 	dir := t.TempDir()
-	cfg := writeConfig(t, dir, "app.yaml", fmt.Sprintf(`name: app
-mode: auto
-source:
-  dsn: %s
-  table: app.t*
-  cursor: [updated_at]
-sink:
-  dsn: %s
-  table: copy.*
-`, db.URL, db.URL))
+	cfg := appConfig(t, dir, db)
 	state := filepath.Join(dir, "state.db")
 	idle := func() int64 {
 		if r := syncd(t, nil, "run", "--once", "--config", cfg, "--state", state, "--source", "app.t000"); r.code != 0 {

@@ -57,6 +57,10 @@ END LOOP; END $$`, n, rowsPer)); err != nil {
 	for i := range names {
 		names[i] = fmt.Sprintf("t%04d", i+1)
 	}
+	every := period.String()
+	if period%time.Minute == 0 {
+		every = fmt.Sprintf("%dm", period/time.Minute)
+	}
 	cfg, err := b.writeConfig("many", fmt.Sprintf(`name: many
 schedule: "@every %s"
 source:
@@ -66,7 +70,7 @@ source:
 sink:
   dsn: %s
   table: many.*
-`, period, b.url(b.srcDB), b.url(b.dstDB)))
+`, every, b.url(b.srcDB), b.url(b.dstDB)))
 	if err != nil {
 		return err
 	}
@@ -172,13 +176,13 @@ sink:
 		return err
 	}
 
-	title := fmt.Sprintf("%s tables x %d rows, one pattern, one daemon, @every %s", fmtRows(n), rowsPer, period)
+	title := fmt.Sprintf("%s tables x %d rows, one pattern, one daemon, @every %s", fmtRows(n), rowsPer, every)
 	t.add(row{
 		name:   "many tables idle: " + title,
 		syncd:  idle.figure(n),
 		limit:  fmt.Sprintf("%s by hand", fmtDur(limit)),
 		ratio:  fmt.Sprintf("%.0f", idle.runSeconds/limit.Seconds()),
-		target: fmt.Sprintf("every source run within the %s period; a few ms a run", period),
+		target: fmt.Sprintf("every source run within the %s period; a few ms a run", every),
 		note: fmt.Sprintf("%s; first start (%d copies made) %s; limit: one query per table for a row after its newest (updated_at, id), on one session; ratio: run-seconds of the cycle over the limit",
 			idle.note(), n, fmtDur(initial)),
 	})
@@ -187,7 +191,7 @@ sink:
 		syncd:  busy.figure(n),
 		limit:  fmt.Sprintf("%s by hand", fmtDur(limit)),
 		ratio:  fmt.Sprintf("%.0f", busy.runSeconds/limit.Seconds()),
-		target: fmt.Sprintf("changed copies equal within the %s period", period),
+		target: fmt.Sprintf("changed copies equal within the %s period", every),
 		note:   fmt.Sprintf("%s; %d rows written; %s", busy.note(), busy.written, caughtText),
 	})
 	return nil
