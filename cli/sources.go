@@ -71,7 +71,15 @@ func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*con
 			out = append(out, c)
 			continue
 		}
-		e, err := source.ExpandAll(ctx, c)
+		var e source.Expansion
+		var err error
+		table, one := strings.CutPrefix(name, c.Name+".")
+		if one {
+			// One table of the pattern: the others are not described.
+			e, err = source.ExpandTable(ctx, c, table)
+		} else {
+			e, err = source.ExpandAll(ctx, c)
+		}
 		if err != nil {
 			return nil, nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
 		}
@@ -79,7 +87,7 @@ func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*con
 		for _, w := range e.Warnings {
 			warnings = append(warnings, c.Name+": warning: "+w)
 		}
-		if len(members)+len(skip) == 0 {
+		if len(members)+len(skip) == 0 && !one {
 			// Like a table that does not exist: most likely a mistake.
 			return nil, nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
 		}

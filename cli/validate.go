@@ -11,8 +11,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/sink"
@@ -82,10 +84,16 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 }
 
 // validateWorkers is how many sources validate checks at once: each check
-// is a few dozen round trips on two connections of its own, so a pattern
-// source of hundreds of tables is checked in a fraction of the time one
-// at a time takes, with at most twice this many connections open.
+// is a few dozen round trips, so a pattern source of hundreds of tables is
+// checked in a fraction of the time one at a time takes. Each worker keeps
+// one session per database (sessions), so at most this many sessions are
+// open on each database whatever the number of tables.
 const validateWorkers = 4
+
+// validateCountWithin is how long validate counts a table's rows outside
+// the cursor's reach before it takes the planner's estimate instead: a
+// schema of hundreds of tables is not scanned whole.
+const validateCountWithin = 2 * time.Second
 
 type checked struct {
 	warnings []string
@@ -102,9 +110,18 @@ func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, 
 	var wg sync.WaitGroup
 	for range min(validateWorkers, len(cfgs)) {
 		wg.Go(func() {
+			// Each worker keeps one session per database for the sources
+			// it checks: sessions do not grow with the tables of a pattern.
+			sess := &sessions{conns: map[string]*pgx.Conn{}}
+			defer sess.close(ctx)
 			for i := range next {
 				r := &out[i]
-				r.warnings, r.table, r.err = check(ctx, kinds, cfgs[i], true, state, &r.record)
+				r.warnings, r.table, r.err = checkOn(ctx, kinds, sess, cfgs[i], true, state, &r.record)
+				if r.err != nil {
+					// A failed check may leave its session in any state:
+					// the next one starts on fresh sessions.
+					sess.close(ctx)
+				}
 			}
 		})
 	}
@@ -165,6 +182,34 @@ type checkedSource interface {
 	source.OutsideReader
 	source.Checker
 	source.Querier
+	// CountOutsideWithin is CountOutside bounded in time, then estimated.
+	CountOutsideWithin(ctx context.Context, within time.Duration) (source.Outside, error)
+}
+
+// sessions are the sessions a validate worker keeps, by role and DSN.
+type sessions struct {
+	conns map[string]*pgx.Conn
+}
+
+// get returns the worker's session to dsn for role ("source" or "sink"),
+// opened by connect the first time.
+func (s *sessions) get(ctx context.Context, role, dsn string, connect func() (*pgx.Conn, error)) (*pgx.Conn, error) {
+	if c, ok := s.conns[role+" "+dsn]; ok && !c.IsClosed() {
+		return c, nil
+	}
+	c, err := connect()
+	if err != nil {
+		return nil, err
+	}
+	s.conns[role+" "+dsn] = c
+	return c, nil
+}
+
+func (s *sessions) close(ctx context.Context) {
+	for k, c := range s.conns {
+		c.Close(context.WithoutCancel(ctx))
+		delete(s.conns, k)
+	}
 }
 
 // check verifies one source against its databases without writing
@@ -175,6 +220,12 @@ type checkedSource interface {
 // that the sink's catalog says another source writes included; record,
 // when set, gets the sink's record of the copy beside the state file's.
 func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan bool, state string, record *string) (warnings []string, table *source.Table, err error) {
+	return checkOn(ctx, kinds, nil, cfg, plan, state, record)
+}
+
+// checkOn is check on the sessions of sess (nil: sessions of its own,
+// closed at the end).
+func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *config.Config, plan bool, state string, record *string) (warnings []string, table *source.Table, err error) {
 	// A table copy's sink session is opened while the source's is: each
 	// is a connection and a few catalog reads. A source error comes first.
 	k, kerr := kinds.Of(cfg)
@@ -189,9 +240,19 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		derr error
 		wg   sync.WaitGroup
 	)
+	shared := kerr == nil && sess != nil && k.Type == "postgres"
 	// The copy in a database with syncd's catalog is checked there; a sink
-	// of another kind is checked by its own Check.
+	// of another kind is checked by its own Check. On a worker's sessions
+	// the copy's *sink.Postgres is made on the worker's sink session.
 	openSink := func() {
+		if shared {
+			var conn *pgx.Conn
+			conn, derr = sess.get(ctx, "sink", cfg.Sink.DSN, func() (*pgx.Conn, error) { return sink.Connect(ctx, cfg) })
+			if derr == nil {
+				dst = sink.OnConn(conn, cfg)
+			}
+			return
+		}
 		var s sink.Sink
 		if s, derr = k.OpenSink(ctx, cfg); derr == nil {
 			var ok bool
@@ -202,25 +263,40 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		}
 	}
 	tableCheck := kerr == nil && k.OpenSink != nil && k.Catalog
+	openSource := func() (*source.Reader, error) {
+		if sess == nil {
+			return source.Open(ctx, cfg)
+		}
+		conn, err := sess.get(ctx, "source", cfg.Source.DSN, func() (*pgx.Conn, error) {
+			c, err := pgutil.Connect(ctx, cfg.Source.DSN, "source")
+			return c, pgutil.Locate(cfg, err)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return source.OpenOn(ctx, conn, cfg)
+	}
 	compare := cfg.Compare()
 	if tableCheck && !compare {
 		wg.Go(openSink)
 	}
-	opened, err := source.Open(ctx, cfg)
+	opened, err := openSource()
 	wg.Wait()
 	if err == nil && tableCheck && compare {
 		// In compare mode the source settles sink.key (its primary key
 		// when the file gives none) before the sink is opened with it.
 		openSink()
 	}
-	if dst != nil {
+	if dst != nil && !shared {
 		defer dst.Close(context.WithoutCancel(ctx))
 	}
 	if err != nil {
 		return nil, nil, err
 	}
 	var src checkedSource = opened
-	defer src.Close(context.WithoutCancel(ctx))
+	if sess == nil {
+		defer src.Close(context.WithoutCancel(ctx))
+	}
 	if kerr != nil {
 		return nil, nil, kerr
 	}
@@ -234,7 +310,9 @@ func check(ctx context.Context, kinds *kind.Registry, cfg *config.Config, plan b
 		return warnings, src.Table(), nil
 	}
 	if plan && !compare { // what a cursor run reads: nothing of it in compare mode
-		out, err := src.CountOutside(ctx)
+		// Exact when an index answers it (or the table is small); the
+		// planner's estimate, said so, when counting takes longer.
+		out, err := src.CountOutsideWithin(ctx, validateCountWithin)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -105,8 +106,13 @@ func (d *daemon) readyz(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, strings.Join(append([]string{"ready"}, failing...), "\n"))
 }
 
-// status serves exactly what `syncd status --json` prints.
-func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
+// status serves exactly what `syncd status --json` prints; with
+// ?fleet=1, what `syncd status --fleet --json` prints (fleet).
+func (d *daemon) status(w http.ResponseWriter, r *http.Request) {
+	if fleet, _ := strconv.ParseBool(r.URL.Query().Get("fleet")); fleet {
+		d.fleet(w, r)
+		return
+	}
 	st, err := ops.BuildStatus(d.o.Store, d.o.Kinds, d.configs())
 	st.WithRunning(d.running())
 	if err == nil {
@@ -122,6 +128,28 @@ func (d *daemon) status(w http.ResponseWriter, _ *http.Request) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(st)
+}
+
+// fleet serves every source of the fleet (the replicas started with the
+// same configuration) as the sinks record it, from whichever replica is
+// asked: the replica that claimed each copy last ("HOST pid PID"), whether
+// a run holds it now, and when a page last moved it; for the copies this
+// replica claimed last, also its last run and freshness from its own
+// state file. It answers 200 with the sinks it could not read named in
+// their sources' error (as `syncd status --fleet --json` prints them).
+func (d *daemon) fleet(w http.ResponseWriter, r *http.Request) {
+	cfgs := d.configs()
+	fl := ops.ReadFleet(r.Context(), d.o.Kinds, cfgs)
+	st, err := ops.BuildStatus(d.o.Store, d.o.Kinds, cfgs)
+	if err != nil {
+		reply(w, http.StatusInternalServerError, Reply{Message: err.Error()})
+		return
+	}
+	fl.WithOwn(st, syncer.WriterName())
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(fl)
 }
 
 // resync moves a source's watermark back, at once when the source is idle

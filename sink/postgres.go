@@ -111,6 +111,13 @@ func OpenPostgres(ctx context.Context, c *config.Config) (*Postgres, error) {
 	return &Postgres{conn: sess.Conn, sess: sess, cfg: c, table: c.Sink.Ident}, nil
 }
 
+// OnConn is OpenPostgres on a session the caller opened to c's sink
+// database (Connect) and keeps (for checks: `syncd validate` checks the
+// copies of a pattern on a few sessions instead of one each).
+func OnConn(conn *pgx.Conn, c *config.Config) *Postgres {
+	return &Postgres{conn: conn, cfg: c, table: c.Sink.Ident}
+}
+
 // Conn is the sink's connection.
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 

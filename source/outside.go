@@ -2,9 +2,15 @@ package source
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
@@ -25,6 +31,11 @@ type Outside struct {
 	// Limit is the source's clock plus ClockAllowance in the first cursor
 	// column's type ("" when that column is not a date or timestamp).
 	Limit string
+	// Estimated is set by CountOutsideWithin when counting took longer
+	// than it allows (no index answers the predicates): NullCursor and
+	// Ahead are then the planner's estimate, and Took is the time allowed.
+	Estimated bool
+	Took      time.Duration
 }
 
 // Total is the number of rows outside the cursor's reach.
@@ -94,6 +105,15 @@ func (r *Reader) clockLimit(ctx context.Context) (string, error) {
 // none it costs one query that both predicates can answer from an index
 // on the cursor columns.
 func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
+	return r.countOutside(ctx, r.conn)
+}
+
+// querier is a session or a transaction on it.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+func (r *Reader) countOutside(ctx context.Context, q querier) (Outside, error) {
 	var o Outside
 	where := r.outsideWhere()
 	if where == "" {
@@ -117,11 +137,94 @@ func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
 	if !r.table.Temporal {
 		countAhead = "0::int8"
 	}
-	q := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
-	if err := r.conn.QueryRow(ctx, q, args...).Scan(&o.NullCursor, &o.Ahead); err != nil {
+	sql := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
+	if err := q.QueryRow(ctx, sql, args...).Scan(&o.NullCursor, &o.Ahead); err != nil {
 		return o, fmt.Errorf("count rows of %s outside the cursor's reach (NULL cursor, stamped ahead of the clock): %w", r.table.Ident, err)
 	}
 	return o, nil
+}
+
+// CountOutsideWithin is CountOutside for `syncd validate`, which must not
+// scan every table of a schema: a count that takes longer than within
+// (a scan of a big table: no index answers the predicates) is cancelled
+// and replaced by the planner's estimate (Estimated). A run counts
+// exactly (CountOutside).
+func (r *Reader) CountOutsideWithin(ctx context.Context, within time.Duration) (Outside, error) {
+	var o Outside
+	err := pgx.BeginFunc(ctx, r.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", within.Milliseconds())); err != nil {
+			return err
+		}
+		var err error
+		o, err = r.countOutside(ctx, tx)
+		return err
+	})
+	var pe *pgconn.PgError
+	if err == nil || !errors.As(err, &pe) || pe.Code != "57014" || ctx.Err() != nil {
+		return o, err
+	}
+	// Cancelled by the timeout: the planner's estimate of each kind.
+	null, ahead := r.outsidePredicates()
+	o = Outside{Estimated: true, Took: within}
+	var args []any
+	if r.table.Temporal {
+		if o.Limit, err = r.clockLimit(ctx); err != nil {
+			return o, err
+		}
+		args = append(args, o.Limit)
+	}
+	from := " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + " WHERE "
+	filter := ""
+	if f := r.filter(); f != "" {
+		filter = " AND " + f
+	}
+	estimate := func(cond string, args []any) (int64, error) {
+		var plan []byte
+		if err := r.conn.QueryRow(ctx, "EXPLAIN (FORMAT JSON) SELECT 1"+from+cond+filter, args...).Scan(&plan); err != nil {
+			return 0, fmt.Errorf("estimate the rows of %s outside the cursor's reach: %w", r.table.Ident, err)
+		}
+		var p []struct {
+			Plan struct {
+				Rows float64 `json:"Plan Rows"`
+			} `json:"Plan"`
+		}
+		if err := json.Unmarshal(plan, &p); err != nil || len(p) == 0 {
+			return 0, fmt.Errorf("estimate the rows of %s outside the cursor's reach: unreadable plan", r.table.Ident)
+		}
+		return int64(p[0].Plan.Rows), nil
+	}
+	if null != "" {
+		if o.NullCursor, err = estimate(null, nil); err != nil {
+			return o, err
+		}
+	}
+	if ahead != "" && r.statsAbove(ctx, o.Limit) {
+		// The planner never estimates 0 rows: asked only when the
+		// column's statistics hold a value past the limit.
+		cond := ahead
+		if null != "" {
+			cond = "NOT " + null + " AND " + ahead
+		}
+		if o.Ahead, err = estimate(cond, args); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// statsAbove reports whether the statistics of the first cursor column
+// (its histogram and most common values) hold a value past limit, or
+// cannot tell.
+func (r *Reader) statsAbove(ctx context.Context, limit string) bool {
+	first := r.table.Cursor[0]
+	typ := baseType(first.Type)
+	var above bool
+	err := r.conn.QueryRow(ctx, `SELECT EXISTS (
+  SELECT 1 FROM pg_stats s,
+    unnest(coalesce(s.histogram_bounds::text::`+typ+`[], '{}') || coalesce(s.most_common_vals::text::`+typ+`[], '{}')) v
+  WHERE s.schemaname = $1 AND s.tablename = $2 AND s.attname = $3 AND v > $4::`+typ+`)`,
+		r.table.Ident.Schema, r.table.Ident.Name, first.Name, limit).Scan(&above)
+	return err != nil || above
 }
 
 // ReadOutside reads at most limit rows outside the cursor's reach, in
@@ -213,13 +316,21 @@ func (o Outside) Warnings(t *Table) []string {
 		names[i] = col.Name
 	}
 	cursor := strings.Join(names, ", ")
+	if o.Estimated {
+		out = append(out, fmt.Sprintf("counting the rows of %s outside the cursor's reach (NULL cursor, ahead of the clock) took over %s: no index answers it, so each run scans the table for them; the figures below are the planner's estimates",
+			t.Ident, o.Took))
+	}
+	about := ""
+	if o.Estimated {
+		about = "about "
+	}
 	if o.NullCursor > 0 {
-		out = append(out, fmt.Sprintf("%d rows of %s have a NULL cursor column (%s), which the cursor never reaches: each run copies them in an extra pass after its pages, without moving the watermark; set the column on those rows and make it NOT NULL (or give it a default) in the source",
+		out = append(out, fmt.Sprintf(about+"%d rows of %s have a NULL cursor column (%s), which the cursor never reaches: each run copies them in an extra pass after its pages, without moving the watermark; set the column on those rows and make it NOT NULL (or give it a default) in the source",
 			o.NullCursor, t.Ident, cursor))
 	}
 	if o.Ahead > 0 {
 		first := t.Cursor[0].Name
-		out = append(out, fmt.Sprintf("%d rows of %s have %s past the source's clock plus %s (after %s, 'infinity' included): the watermark never follows them, so each run copies them in an extra pass after its pages; correct their %s in the source",
+		out = append(out, fmt.Sprintf(about+"%d rows of %s have %s past the source's clock plus %s (after %s, 'infinity' included): the watermark never follows them, so each run copies them in an extra pass after its pages; correct their %s in the source",
 			o.Ahead, t.Ident, first, ClockAllowance, o.Limit, first))
 	}
 	return out

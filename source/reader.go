@@ -114,19 +114,37 @@ func open(ctx context.Context, c *config.Config, cached bool, fp string, known *
 			return fail(err)
 		}
 	}
+	r := newReader(conn, c, t)
+	r.sess, r.Described = sess, described
+	return r, now, nil
+}
+
+// OpenOn is Open on a session the caller opened to c's source database
+// and keeps: `syncd validate` checks the tables of a pattern on a few
+// sessions instead of one each. Close closes conn.
+func OpenOn(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Reader, error) {
+	t, err := Describe(ctx, conn, c)
+	if err != nil {
+		return nil, err
+	}
+	r := newReader(conn, c, t)
+	r.Described = true
+	return r, nil
+}
+
+// newReader is the reader of table t on conn.
+func newReader(conn *pgx.Conn, c *config.Config, t *Table) *Reader {
 	names := make([]string, len(t.Columns))
 	for i, col := range t.Columns {
 		names[i] = col.Name
 	}
 	return &Reader{
-		conn:      conn,
-		sess:      sess,
-		cfg:       c,
-		table:     t,
-		Described: described,
-		sel:       "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
-		order:     " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
-	}, now, nil
+		conn:  conn,
+		cfg:   c,
+		table: t,
+		sel:   "SELECT " + pgutil.IdentList("", names) + " FROM " + pgutil.Qualified(t.Ident.Schema, t.Ident.Name),
+		order: " ORDER BY " + pgutil.IdentList("", c.Source.Cursor),
+	}
 }
 
 // Clone is a copy of t whose slices a run may change without touching t.

@@ -296,6 +296,10 @@ func copyState(ctx context.Context, conn *pgx.Conn, c *config.Config) (string, e
 }
 
 // writerName names this process in the catalog: host and pid.
+// WriterName is how the sink's records name this process as a copy's
+// writer: "HOST pid PID".
+func WriterName() string { return writerName() }
+
 func writerName() string {
 	h, _ := os.Hostname()
 	return fmt.Sprintf("%s pid %d", h, os.Getpid())

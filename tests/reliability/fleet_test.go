@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/cli"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
@@ -261,4 +264,106 @@ func replicaOf(writerOf map[string]string, writer string) string {
 		}
 	}
 	return "unknown:" + writer
+}
+
+// Any replica's GET /status?fleet=1 shows every source of the fleet: two
+// daemons on one configuration, each source run once at their start (the
+// hourly schedule keeps the records still afterwards). Each one's view
+// lists all the sources, names as each copy's replica the writer the
+// sink's catalog records, and gives the last run and the freshness of the
+// copies it ran itself.
+func TestFleetStatusFromAnyReplica(t *testing.T) {
+	db := pgtest.NewDB(t)
+	db.Exec(t, `CREATE SCHEMA src; CREATE SCHEMA copy`)
+	const tables = 12
+	for i := range tables {
+		db.Exec(t, fmt.Sprintf(`CREATE TABLE src.t%02[1]d (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT clock_timestamp(), v text);
+INSERT INTO src.t%02[1]d (id, v) SELECT g, 'v' || g FROM generate_series(1, 20) g`, i+1))
+	}
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "fleet.yaml", fmt.Sprintf(`name: p
+schedule: "@every 1h"
+source:
+  dsn: %s
+  table: src.t*
+  cursor: [updated_at, id]
+sink:
+  dsn: %s
+  table: copy.*
+`, db.URL, db.URL))
+	replicas := map[string]*daemon{}
+	writerOf := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		d := startDaemon(t, cfg, filepath.Join(dir, name+".db"), nil)
+		replicas[name] = d
+		writerOf["pid "+strconv.Itoa(d.p.Pid())] = name
+	}
+	// Each replica tried every source once: ran it, or skipped it while
+	// the other held it.
+	for name, d := range replicas {
+		testutil.EventuallyState(t, 60*time.Second, "replica "+name+" to have tried every source", func() (bool, string) {
+			resp, err := http.Get("http://" + d.addr + "/metrics")
+			if err != nil {
+				return false, err.Error() // not serving yet
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			tried, failed := 0, 0
+			for _, l := range strings.Split(string(b), "\n") {
+				done := strings.HasPrefix(l, `syncd_runs_total{outcome="ok"`) || strings.HasPrefix(l, `syncd_runs_total{outcome="skipped"`)
+				switch {
+				case strings.HasSuffix(l, "} 0"):
+				case done:
+					tried++
+				case strings.HasPrefix(l, `syncd_runs_total{outcome="failed"`):
+					failed++
+				}
+			}
+			return tried == tables && failed == 0, fmt.Sprintf("%d tried, %d failed", tried, failed)
+		})
+	}
+	recorded := map[string]string{} // source -> replica, by the sink's catalog
+	rows, err := db.Pool.Query(context.Background(), `SELECT source_name, writer FROM syncd.copies`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var src, writer string
+	if _, err := pgx.ForEachRow(rows, []any{&src, &writer}, func() error {
+		recorded[src] = replicaOf(writerOf, writer)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(recorded) != tables {
+		t.Fatalf("the sink records %d copies, want %d: %v", len(recorded), tables, recorded)
+	}
+	for _, name := range []string{"a", "b"} {
+		code, body := replicas[name].get(t, "/status?fleet=1")
+		var fl cli.FleetStatus
+		if err := json.Unmarshal([]byte(body), &fl); code != 200 || err != nil {
+			t.Fatalf("replica %s: GET /status?fleet=1: %d %v: %s", name, code, err, body)
+		}
+		if replicaOf(writerOf, fl.Replica) != name {
+			t.Errorf("replica %s answers as %q", name, fl.Replica)
+		}
+		if len(fl.Sources) != tables {
+			t.Errorf("replica %s's fleet view lists %d sources, want %d: %s", name, len(fl.Sources), tables, body)
+		}
+		for _, s := range fl.Sources {
+			runs := replicaOf(writerOf, s.Writer)
+			own := runs == name
+			switch {
+			case s.Error != "" || !s.Found || runs != recorded[s.Name] || s.Running || s.SinceUpdateSeconds == nil || s.Pages == 0:
+				t.Errorf("replica %s's fleet view: %+v, want the copy recorded, run by replica %s, not running now", name, s, recorded[s.Name])
+			case own && (s.LastRunAt == "" || s.LastStatus != "ok" || s.FreshnessSeconds == nil):
+				t.Errorf("replica %s's fleet view of its own source: %+v, want its last run (ok) and freshness", name, s)
+			case !own && (s.LastRunAt != "" || s.FreshnessSeconds != nil):
+				t.Errorf("replica %s's fleet view of replica %s's source: %+v, want no last run of its own", name, runs, s)
+			}
+		}
+	}
+	// The plain /status is unchanged: this replica's state file.
+	if code, body := replicas["a"].get(t, "/status"); code != 200 || !strings.Contains(body, `"state": `) || strings.Contains(body, `"replica"`) {
+		t.Errorf("GET /status: %d %s", code, body)
+	}
 }
