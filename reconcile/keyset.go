@@ -64,6 +64,12 @@ func Keys(ctx context.Context, cfg *config.Config, states StateReader, o Options
 		}
 	}
 	k := c.keyView()
+	if hook := o.BeforeRecheck; hook != nil {
+		k.recheckWith = func(ctx context.Context, keys [][]string) error {
+			hook(keys)
+			return c.recheckKeys(ctx, keys)
+		}
+	}
 	if err := k.preferIndex(ctx); err != nil {
 		return nil, err
 	}

@@ -2,11 +2,16 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/syncd/syncd/reconcile"
+	"github.com/syncd/syncd/syncer"
 )
 
 func (f *fixture) keys(t *testing.T, o reconcile.Options) *reconcile.Report {
@@ -67,3 +72,151 @@ func TestKeysFindDeletedRows(t *testing.T) {
 }
 
 func join(keys []string) string { return strings.Join(keys, ",") }
+
+// TestKeysRepairUnderWrites runs the key check with repair while a writer
+// updates, inserts, hard-deletes and deletes-then-re-inserts source rows
+// and a sync loop copies them, as a daemon would. A trigger on the copy
+// logs every row deleted from it (only the repair deletes): no deleted
+// copy row may still exist at the source, key and cursor alike. Once the
+// writer stops, a sync and one more repair leave the copy equal to the
+// source row by row.
+func TestKeysRepairUnderWrites(t *testing.T) {
+	f := newFixture(t, 3000, "")
+	addDeleteLog(t, f)
+	f.src.Exec(t, `DELETE FROM public.items WHERE id IN (11, 222, 1333, 2444, 2999)`)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var writes, syncs atomic.Int64
+	errs := make(chan error, 2)
+	var once sync.Once
+	stop := func() { once.Do(func() { cancel(); wg.Wait() }) }
+	defer stop()
+	wg.Add(2)
+	go func() { // one writer connection
+		defer wg.Done()
+		conn, err := f.src.Pool.Acquire(ctx)
+		if err != nil {
+			errs <- err
+			return
+		}
+		defer conn.Release()
+		for n := 1; ctx.Err() == nil; n++ {
+			id := 100 + (n*37)%2800
+			var err error
+			switch n % 4 {
+			case 0: // an update that moves the cursor
+				_, err = conn.Exec(ctx, `UPDATE public.items SET t = $2, updated_at = now() WHERE id = $1`, id, fmt.Sprint("write ", n))
+			case 1: // a new row
+				_, err = conn.Exec(ctx, `INSERT INTO public.items (id, updated_at, t) VALUES ($1, now(), 'new')`, 100000+n)
+			case 2: // a hard delete
+				_, err = conn.Exec(ctx, `DELETE FROM public.items WHERE id = $1`, id)
+			case 3: // deleted and inserted again, the key reused
+				_, err = conn.Exec(ctx, `DELETE FROM public.items WHERE id = $1`, 100000+n-2)
+				if err == nil {
+					_, err = conn.Exec(ctx, `INSERT INTO public.items (id, updated_at, t) VALUES ($1, now(), 'again')`, 100000+n-2)
+				}
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					errs <- err
+				}
+				return
+			}
+			writes.Add(1)
+		}
+	}()
+	go func() { // the daemon's sync loop
+		defer wg.Done()
+		for ctx.Err() == nil {
+			_, err := syncer.Run(ctx, syncer.Options{Config: f.cfg, Store: f.store, Logger: quietLogger()})
+			if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+				errs <- err
+				return
+			}
+			syncs.Add(1)
+		}
+	}()
+	var deleted int64
+	for range 6 {
+		rep := f.keys(t, reconcile.Options{Repair: true, LeafRows: 16})
+		deleted += rep.Deleted()
+	}
+	stop()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if writes.Load() < 20 || syncs.Load() < 2 || deleted < 5 {
+		t.Fatalf("too little concurrency to prove anything: %d writes, %d syncs, %d rows deleted by the repairs", writes.Load(), syncs.Load(), deleted)
+	}
+	t.Logf("%d writes, %d syncs, %d rows deleted by the repairs", writes.Load(), syncs.Load(), deleted)
+	assertNoLiveRowDeleted(t, f)
+
+	f.sync(t)
+	rep := f.keys(t, reconcile.Options{Repair: true})
+	if a := rep.Final(); a.Missing+a.Extra != 0 || a.NotCoveredRows() != 0 {
+		t.Fatalf("caught up, the key check still finds %+v", a)
+	}
+	assertNoLiveRowDeleted(t, f)
+	if full := f.reconcile(t, reconcile.Options{}); !full.Clean() {
+		t.Fatalf("the full reconcile after the key repair: %+v", full)
+	}
+	f.assertSameRows(t)
+}
+
+// assertNoLiveRowDeleted fails when a copy row deleted by a repair (the
+// copy's deleted_log) is still a row of the source, same key and cursor.
+func assertNoLiveRowDeleted(t *testing.T, f *fixture) {
+	t.Helper()
+	logged := queryStrings(t, f.dst, "SELECT id::text || '|' || updated_at::text FROM deleted_log")
+	live := queryStrings(t, f.src, "SELECT id::text || '|' || updated_at::text FROM public.items")
+	have := map[string]bool{}
+	for _, r := range live {
+		have[r] = true
+	}
+	for _, r := range logged {
+		if have[r] {
+			t.Errorf("the repair deleted copy row %s, which the source still holds", r)
+		}
+	}
+}
+
+// TestKeysKeepRowsWrittenMeanwhile writes between the key check's range
+// streams and its second read of the differing keys: key 7, deleted at
+// the source and so extra in the streams, is inserted again and synced
+// meanwhile; key 8, deleted too, stays deleted. The repair deletes 8 only:
+// the second read finds 7 at the source again.
+func TestKeysKeepRowsWrittenMeanwhile(t *testing.T) {
+	f := newFixture(t, 2000, "")
+	addDeleteLog(t, f)
+	f.src.Exec(t, `DELETE FROM public.items WHERE id IN (7, 8)`)
+	var once sync.Once
+	rep, err := reconcile.Keys(context.Background(), f.cfg, f.store, reconcile.Options{Repair: true, Logger: quietLogger(),
+		BeforeRecheck: func([][]string) {
+			once.Do(func() {
+				f.src.Exec(t, `INSERT INTO public.items (id, updated_at, t) VALUES (7, now(), 'again')`)
+				f.sync(t)
+			})
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertKeys(t, "extra", rep.Keys.Extra, "8")
+	if rep.Deleted() != 1 {
+		t.Fatalf("the repair deleted %d rows, want 1 (key 8)", rep.Deleted())
+	}
+	assertNoLiveRowDeleted(t, f)
+	if full := f.reconcile(t, reconcile.Options{}); !full.Clean() {
+		t.Fatalf("the full reconcile after the key repair: %+v", full)
+	}
+}
+
+// addDeleteLog makes the copy log every row deleted from it in deleted_log.
+func addDeleteLog(t *testing.T, f *fixture) {
+	t.Helper()
+	f.dst.Exec(t, `CREATE TABLE deleted_log (id bigint, updated_at timestamptz)`)
+	f.dst.Exec(t, `CREATE FUNCTION log_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO deleted_log VALUES (OLD.id, OLD.updated_at); RETURN OLD; END $$`)
+	f.dst.Exec(t, `CREATE TRIGGER log_delete AFTER DELETE ON public.items_copy FOR EACH ROW EXECUTE FUNCTION log_delete()`)
+}

@@ -31,6 +31,9 @@ type Options struct {
 	// watermark (none is read): the run of a source in compare mode,
 	// which has no cursor.
 	WholeTable bool
+	// BeforeRecheck, when set, is called with each batch of differing
+	// keys before they are read again (tests: writes in between).
+	BeforeRecheck func(keys [][]string)
 }
 
 // StateReader reads a source's watermark; *watermark.Store is one.
