@@ -10,6 +10,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
+	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 )
 
@@ -139,4 +140,36 @@ func printKeysReport(w io.Writer, cfg *config.Config, rep *reconcile.Report) {
 func printKeyCounts(w io.Writer, prefix string, rep *reconcile.Report) {
 	fmt.Fprintf(w, "%smissing: %d, extra: %d\n", prefix, rep.Missing, rep.Extra)
 	printKeyLists(w, prefix, rep)
+}
+
+// printKeyCheck says what the last recorded key check of s found, under
+// the reconcile's line of `status`.
+func printKeyCheck(env *Env, s ops.SourceStatus) {
+	r := s.LastKeyCheck
+	if r == nil {
+		return
+	}
+	line := fmt.Sprintf("%s: last key check %s", s.Name, ops.TimeText(r.At))
+	if r.Deleted > 0 {
+		line += fmt.Sprintf(": deleted %d rows deleted at the source", r.Deleted)
+	}
+	var parts []string
+	for _, k := range []string{"extra", "missing"} {
+		if n := r.Differences[k]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	var nc int64
+	for _, n := range r.NotCovered {
+		nc += n
+	}
+	switch {
+	case len(parts) > 0:
+		line += fmt.Sprintf("; keys differ: %s; run `syncd reconcile --keys --source %s --repair` (missing rows: `syncd reconcile --source %s --repair`)", strings.Join(parts, ", "), s.Name, s.Name)
+	case nc > 0:
+		line += fmt.Sprintf("; %d keys not judged yet (newer than the watermark)", nc)
+	default:
+		line += "; the copy holds exactly the source's keys"
+	}
+	fmt.Fprintln(env.Stdout, line)
 }

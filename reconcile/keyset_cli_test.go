@@ -57,6 +57,10 @@ func TestCLIKeys(t *testing.T) {
 	if !st.LastCleanReconcile.IsZero() {
 		t.Errorf("a key check recorded a clean reconcile at %v", st.LastCleanReconcile)
 	}
+	out, errOut, _ = syncd(t, bin, "status", "--config", f.cfgFile, "--state", f.stateFile)
+	if !strings.Contains(out, ": deleted 2 rows deleted at the source; keys differ: 1 missing; run `syncd reconcile --keys --source items --repair`") {
+		t.Errorf("status does not show the last key check:\n%s\n%s", out, errOut)
+	}
 	if _, errOut, code = syncd(t, bin, "reconcile", "--config", f.cfgFile, "--state", f.stateFile, "--source", "items", "--repair"); code != 0 {
 		t.Fatalf("full repair: exit %d: %s", code, errOut)
 	}
