@@ -169,8 +169,15 @@ func (c *comparer) keyView() *comparer {
 // sequential scan of the table for a full pass. Only while the visibility
 // map covers at least half of the table (VACUUM sets it): otherwise an
 // index-only scan visits the heap for most rows anyway.
+//
+// It also gives each session the memory the first level's hash table of
+// up to maxFanout ranges needs (about 18 MB), so that it is not spilled to
+// disk in batches at PostgreSQL's default work_mem (4 MB).
 func (k *comparer) preferIndex(ctx context.Context) error {
 	for _, sd := range []*side{k.src, k.dst} {
+		if _, err := sd.conn.Exec(ctx, "SET work_mem = '64MB'"); err != nil {
+			return fmt.Errorf("key check of %s %s: %w", sd.role, sd.table, err)
+		}
 		if sd.scope != "" && sd.scope != "NOT ("+sd.nullKey()+")" {
 			continue
 		}
