@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/syncd/syncd/config"
-	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/ops"
 	"github.com/syncd/syncd/reconcile"
 )
@@ -32,16 +31,13 @@ var (
 )
 
 // noKeyCheck says why the key check does not apply to cfg ("" when it
-// does): a sink that is not a table copy with a watermark (a coupon
-// campaign has its own reconcile), or a source in compare mode (each run
-// already deletes the copy's extra rows).
+// does): a sink other than a postgres table copy (a coupon campaign has
+// its own reconcile), or a source in compare mode (each run already
+// deletes the copy's extra rows).
 func noKeyCheck(cfg *config.Config) string {
-	k, err := kind.Of(cfg)
 	switch {
-	case err != nil:
-		return err.Error()
-	case !k.ReconcileWatermark:
-		return fmt.Sprintf("sink.type %s has no key check: its reconcile compares what it granted (`syncd reconcile --source %s`)", cfg.Sink.Type, cfg.Name)
+	case cfg.Sink.Type != config.SinkPostgres:
+		return fmt.Sprintf("sink.type %s has no key check: its own reconcile compares what it holds (`syncd reconcile --source %s`)", cfg.Sink.Type, cfg.Name)
 	case cfg.Compare():
 		return "mode compare: each run compares every row and deletes the copy's extra rows itself"
 	}
