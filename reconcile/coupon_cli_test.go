@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
@@ -13,8 +12,7 @@ import (
 
 // TestCLICouponGrants drives `syncd reconcile` on a coupon_grants source
 // through the real binary: the command dispatches to the campaign's
-// reconcile (targets versus grants) and verifies a repair; the key check
-// does not apply to it.
+// reconcile (targets versus grants) and verifies a repair.
 func TestCLICouponGrants(t *testing.T) {
 	bin := buildBinary(t)
 	db := pgtest.NewDB(t)
@@ -42,14 +40,6 @@ sink:
 		t.Fatalf("run: exit %d: %s", code, errOut)
 	}
 	base := []string{"reconcile", "--config", cfg, "--state", state, "--source", "comeback", "--json"}
-	// The key check is a table copy's: refused, and left out of --all.
-	if _, errOut, code := syncd(t, bin, append(base, "--keys")...); code != 2 || !strings.Contains(errOut, "sink.type coupon_grants has no key check") {
-		t.Fatalf("reconcile --keys of a campaign: exit %d, want 2: %s", code, errOut)
-	}
-	if out, errOut, code := syncd(t, bin, "reconcile", "--keys", "--all", "--config", cfg, "--state", state); code != 0 ||
-		!strings.Contains(errOut, "comeback: left out: sink.type coupon_grants has no key check") || !strings.Contains(out, "0 sources") {
-		t.Fatalf("reconcile --keys --all of a campaign: exit %d\n%s\n%s", code, out, errOut)
-	}
 	if _, errOut, code := syncd(t, bin, base...); code != 0 {
 		t.Fatalf("reconcile after a full run: exit %d: %s", code, errOut)
 	}

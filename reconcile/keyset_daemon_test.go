@@ -18,12 +18,11 @@ import (
 // syncd_reconcile_keys_deleted_total (born at 0), and records its result
 // in the state file for status.
 func TestDaemonScheduledKeyCheck(t *testing.T) {
-	bin := buildBinary(t)
 	f := newFixture(t, 500, "reconcile:\n  keys_schedule: \"@every 1s\"\n  repair: true")
 	f.closeStore(t)
 	f.src.Exec(t, `DELETE FROM public.items WHERE id IN (7, 250, 499)`)
 
-	d := testutil.Binary{Path: bin}.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "127.0.0.1:0")
+	d := testutil.Binary{Path: builder.Path(t)}.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "127.0.0.1:0")
 	e, ok := d.Output.AwaitEntry(60*time.Second, "admin HTTP listening")
 	if !ok {
 		t.Fatalf("no admin address logged:\n%s", d.Output.String())
