@@ -66,13 +66,18 @@ the sink's record, or in the configs loaded together) exits 2. A pattern
 source lists the tables it matches; a table it would skip is reported and
 makes validate exit 1.
 `,
-	"reconcile": `Usage: syncd reconcile [--config PATH] (--source NAME | --all) [--repair] [--json] [flags]
+	"reconcile": `Usage: syncd reconcile [--config PATH] (--source NAME | --all) [--keys] [--repair] [--json] [flags]
 
 Compares the copy with the source value by value up to the watermark and
 exits 1 when they differ. Without --repair it writes nothing; a missing
 state file is an error (exit 2) that names the path. --all checks every
 source of the config, one summary line each (--json: an array), and exits
 0 only when every copy equals its source.
+
+--keys compares the key sets only, from the key indexes, at a fraction of
+the cost: it finds rows deleted at the source (extra in the copy; --repair
+deletes them) and keys the copy lacks (reported: the sync or the full
+reconcile writes them), not changed values. It exits as reconcile does.
 `,
 	"version": `Usage: syncd version
 

@@ -26,8 +26,13 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	repair := fs.Bool("repair", false, "write the source's values over every difference, then compare again")
 	asJSON := fs.Bool("json", false, "print the report as one JSON object (with --all: an array, one object per source)")
 	concurrency := fs.Int("concurrency", DefaultReconcileConcurrency, "with --all: how many sources are reconciled at once (each holds sessions on its source and its copy)")
+	keys := fs.Bool("keys", false, "compare the key sets only, by checksummed key ranges (index-only scans): finds the copy's rows deleted at the source and the keys it lacks, not changed values; with --repair deletes the extra rows only")
 	if err := parse(env, fs, args, &c); err != nil {
 		return err
+	}
+	chk := fullCheck
+	if *keys {
+		chk = keysCheck
 	}
 	switch {
 	case *all && *name != "":
@@ -35,7 +40,7 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	case *all && *concurrency < 1:
 		return fmt.Errorf("--concurrency %d: give at least 1: %w", *concurrency, ErrUsage)
 	case *all:
-		return reconcileAll(ctx, env, c, *repair, *asJSON, *concurrency)
+		return reconcileAll(ctx, env, c, chk, *repair, *asJSON, *concurrency)
 	case *name == "":
 		return fmt.Errorf("--source or --all is required: %w", ErrUsage)
 	}
@@ -43,7 +48,7 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	rep, err := Reconcile(ctx, env, cfg, c.state, *repair)
+	rep, err := chk.run(ctx, env, cfg, c.state, *repair)
 	if err != nil {
 		return err
 	}
@@ -54,9 +59,9 @@ func cmdReconcile(ctx context.Context, env *Env, args []string) error {
 			return err
 		}
 	} else {
-		printReport(env.Stdout, cfg, rep)
+		chk.print(env.Stdout, cfg, rep)
 	}
-	return reconcileOutcome(cfg, rep)
+	return chk.outcome(cfg, rep)
 }
 
 // SourceReconcile is one element of `reconcile --all --json`: the source,
@@ -81,7 +86,7 @@ const DefaultReconcileConcurrency = 4
 // one line that counts them. A source that cannot be reconciled does not
 // stop the others. The exit code is the worst one: 0 when every copy
 // provably equals its source, 1 otherwise.
-func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, concurrency int) error {
+func reconcileAll(ctx context.Context, env *Env, c common, chk checker, repair, asJSON bool, concurrency int) error {
 	cfgs, err := load(env, c.config, "")
 	if err != nil {
 		return err
@@ -91,6 +96,9 @@ func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, 
 		return err
 	}
 	reportSkipped(env, "reconcile", skipped)
+	if chk.applies != nil {
+		cfgs = chk.applies(env, cfgs)
+	}
 	// Each source's result, ready when its channel is closed.
 	out := make([]SourceReconcile, len(cfgs))
 	ready := make([]chan struct{}, len(cfgs))
@@ -111,7 +119,7 @@ func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, 
 				return
 			}
 			defer func() { <-slots }()
-			out[i] = reconcileOne(ctx, env, cfg, c.state, repair)
+			out[i] = reconcileOne(ctx, env, chk, cfg, c.state, repair)
 		}()
 	}
 	var bad []string
@@ -124,7 +132,7 @@ func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, 
 		}
 		n.add(r)
 		if !asJSON {
-			printSummary(env.Stdout, cfg, r)
+			printSummary(env.Stdout, cfg, r, chk.unit)
 		}
 	}
 	wg.Wait()
@@ -149,15 +157,15 @@ func reconcileAll(ctx context.Context, env *Env, c common, repair, asJSON bool, 
 }
 
 // reconcileOne reconciles one source of `reconcile --all`.
-func reconcileOne(ctx context.Context, env *Env, cfg *config.Config, state string, repair bool) SourceReconcile {
+func reconcileOne(ctx context.Context, env *Env, chk checker, cfg *config.Config, state string, repair bool) SourceReconcile {
 	r := SourceReconcile{Source: cfg.Name}
-	rep, err := Reconcile(ctx, env, cfg, state, repair)
+	rep, err := chk.run(ctx, env, cfg, state, repair)
 	switch {
 	case err != nil:
 		r.Outcome, r.Error = "error", oneLine(err.Error())
 	default:
 		r.Report = rep
-		if oerr := reconcileOutcome(cfg, rep); oerr != nil {
+		if oerr := chk.outcome(cfg, rep); oerr != nil {
 			msg := strings.TrimSuffix(oerr.Error(), ": "+ErrDifferences.Error())
 			r.Outcome, r.Message = "differences", strings.TrimPrefix(msg, "source "+cfg.Name+": ")
 		} else {
@@ -194,12 +202,12 @@ func (n reconcileCounts) line() string {
 }
 
 // printSummary writes the one line `reconcile --all` prints per source.
-func printSummary(w io.Writer, cfg *config.Config, r SourceReconcile) {
+func printSummary(w io.Writer, cfg *config.Config, r SourceReconcile, unit string) {
 	switch r.Outcome {
 	case "error":
 		fmt.Fprintf(w, "%s: error: %s\n", cfg.Name, r.Error)
 	case "equal":
-		fmt.Fprintf(w, "%s: equal: %d rows compared, %s -> %s\n", cfg.Name, r.Report.RowsCompared, cfg.Source.Table, cfg.Sink.Table)
+		fmt.Fprintf(w, "%s: equal: %d %s compared, %s -> %s\n", cfg.Name, r.Report.RowsCompared, unit, cfg.Source.Table, cfg.Sink.Table)
 	default:
 		fmt.Fprintf(w, "%s: %s\n", cfg.Name, r.Message)
 	}
@@ -258,26 +266,37 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 	}
 	var states reconcile.StateReader
 	if k.ReconcileWatermark {
-		// Read the watermark and let the file go at once: a run --once
-		// started meanwhile must not wait for this reconcile.
-		st, ok, err := watermark.ReadState(statePath, cfg.Name, 2*time.Second)
-		switch {
-		case errors.Is(err, os.ErrNotExist):
-			// A read-only command never creates the state file, and a
-			// missing one is most likely the wrong path.
-			_, err := openStateReadOnly(statePath)
-			return nil, err
-		case err != nil:
+		if states, err = readWatermark(statePath, cfg); err != nil {
 			return nil, err
 		}
-		states = reconcile.Watermark{State: st, Found: ok}
 	}
 	started := time.Now()
 	rep, err := ops.Reconcile(ctx, env.Kinds, cfg, states, repair, env.Logger)
 	if err == nil && k.ReconcileWatermark {
-		recordOutcome(env, cfg, statePath, started, rep)
+		recordOutcome(env, cfg, statePath, started, rep, reconcile.Record)
 	}
 	return rep, err
+}
+
+// readWatermark reads cfg's watermark from the state file at statePath
+// and lets the file go at once: a run --once started meanwhile must not
+// wait for the reconcile.
+func readWatermark(statePath string, cfg *config.Config) (reconcile.StateReader, error) {
+	st, ok, err := watermark.ReadState(statePath, cfg.Name, 2*time.Second)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		// A read-only command never creates the state file, and a
+		// missing one is most likely the wrong path.
+		store, uerr := openStateReadOnly(statePath)
+		if uerr != nil {
+			return nil, uerr
+		}
+		store.Close()
+		return nil, err
+	case err != nil:
+		return nil, err
+	}
+	return reconcile.Watermark{State: st, Found: ok}, nil
 }
 
 // recordOutcome stores what a one-off reconcile found in the state file, as
@@ -286,7 +305,8 @@ func Reconcile(ctx context.Context, env *Env, cfg *config.Config, statePath stri
 // file is taken only if it is free at once: while a daemon or a run holds
 // it, the outcome is left out (the daemon records its own reconciles) and
 // the command's result is unchanged.
-func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.Time, rep *reconcile.Report) {
+func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.Time, rep *reconcile.Report,
+	record func(reconcile.StateRecorder, string, time.Time, *reconcile.Report) error) {
 	// The reconciles of `reconcile --all` run at once: one at a time
 	// takes the file, so that they do not make each other give up.
 	recordMu.Lock()
@@ -294,7 +314,7 @@ func recordOutcome(env *Env, cfg *config.Config, statePath string, started time.
 	store, err := watermark.Open(statePath, 200*time.Millisecond)
 	if err == nil {
 		defer store.Close()
-		err = reconcile.Record(store, cfg.Name, started, rep)
+		err = record(store, cfg.Name, started, rep)
 	}
 	if err != nil {
 		env.Logger.Info("reconcile outcome not recorded in the state file", "source", cfg.Name, "state", statePath, "reason", oneLine(err.Error()))
@@ -355,6 +375,12 @@ func printCounts(w io.Writer, prefix string, rep *reconcile.Report) {
 		fmt.Fprintf(w, ", duplicate: %d, null key: %d", rep.Duplicate, rep.NullKey)
 	}
 	fmt.Fprintln(w)
+	printKeyLists(w, prefix, rep)
+}
+
+// printKeyLists writes the keys of each kind of difference found (a key
+// check finds missing and extra keys only).
+func printKeyLists(w io.Writer, prefix string, rep *reconcile.Report) {
 	for _, l := range []struct {
 		name string
 		n    int64

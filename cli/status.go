@@ -179,6 +179,7 @@ func printStatus(env *Env, st ops.Status, format string) error {
 				s.Name, strings.Join(s.DroppedColumns, ", "))
 		}
 		printReconcile(env, s)
+		printKeyCheck(env, s)
 		printSinkRecord(env, s)
 		if b := s.Backfill; b != nil {
 			fmt.Fprintf(env.Stdout, "%s: backfilling added column %s into the copy: %d rows so far; the next run resumes it\n", s.Name, strings.Join(b.Columns, ", "), b.Rows)

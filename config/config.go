@@ -240,10 +240,12 @@ type Sink struct {
 	Settings any `yaml:"-"`
 }
 
-// Reconcile schedules a value-level reconcile from the daemon.
+// Reconcile schedules a value-level reconcile from the daemon, and the key
+// check (reconcile.Keys) on a schedule of its own; Repair applies to both.
 type Reconcile struct {
-	Schedule string `yaml:"schedule"`
-	Repair   bool   `yaml:"repair"`
+	Schedule     string `yaml:"schedule"`
+	Repair       bool   `yaml:"repair"`
+	KeysSchedule string `yaml:"keys_schedule"`
 }
 
 // Duration is a time.Duration written as "5s", "250ms" or "1h".

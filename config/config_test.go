@@ -153,6 +153,9 @@ func TestErrorsNameFileLineKey(t *testing.T) {
 		{"lock_timeout none with a page deadline", valid + "  lock_timeout: 0\n", `c.yaml:16: sink.lock_timeout: sink.lock_timeout 0 (no limit) is not shorter than sink.page_timeout 10m0s`},
 		{"grant_page_size on a table copy", valid + "  grant_page_size: 100\n", `c.yaml:16: sink.grant_page_size: only a coupon_grants sink has grant pages`},
 		{"grant_page_size zero", coupon + "  grant_page_size: 0\n", `c.yaml:13: sink.grant_page_size: 0 is out of range; use 1 to 1000000`},
+		{"reconcile without a schedule", valid + "reconcile:\n  repair: true\n", `c.yaml: reconcile.schedule: missing; say when the daemon reconciles`},
+		{"bad keys_schedule", valid + "reconcile:\n  keys_schedule: often\n", `c.yaml:17: reconcile.keys_schedule: "often" is not a cron schedule`},
+		{"keys_schedule on a campaign", coupon + "reconcile:\n  keys_schedule: \"@every 5m\"\n", `c.yaml:14: reconcile.keys_schedule: the key check is a table copy's`},
 		{"grant_page_size too big", coupon + "  grant_page_size: 1000001\n", `c.yaml:13: sink.grant_page_size: 1000001 is out of range`},
 	}
 	for _, tc := range cases {

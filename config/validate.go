@@ -110,11 +110,8 @@ func (c *Config) check() error {
 		return c.Errorf("schedule", "%q is not a cron schedule (%v); use five fields, @hourly or @every 30s", c.Schedule, err)
 	}
 	if c.Reconcile != nil {
-		if c.Reconcile.Schedule == "" {
-			return c.Errorf("reconcile.schedule", "missing; say when the daemon reconciles, for example \"0 3 * * *\"")
-		}
-		if _, err := cronParser.Parse(c.Reconcile.Schedule); err != nil {
-			return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", c.Reconcile.Schedule, err)
+		if err := c.checkReconcile(); err != nil {
+			return err
 		}
 	}
 	switch c.SchemaChanges {
@@ -213,6 +210,32 @@ func (c *Config) checkMode() error {
 		}
 	default:
 		return c.Errorf("mode", "%q: use %s, %s or (for a pattern source) %s", c.Mode, ModeCursor, ModeCompare, ModeAuto)
+	}
+	return nil
+}
+
+// checkReconcile checks the daemon's reconcile schedules: the full
+// reconcile's, the key check's (a table copy's, not in compare mode), or
+// both.
+func (c *Config) checkReconcile() error {
+	r := c.Reconcile
+	if r.Schedule == "" && r.KeysSchedule == "" {
+		return c.Errorf("reconcile.schedule", "missing; say when the daemon reconciles, for example \"0 3 * * *\" (or only checks the keys: reconcile.keys_schedule)")
+	}
+	if _, err := cronParser.Parse(r.Schedule); r.Schedule != "" && err != nil {
+		return c.Errorf("reconcile.schedule", "%q is not a cron schedule (%v)", r.Schedule, err)
+	}
+	if r.KeysSchedule == "" {
+		return nil
+	}
+	if _, err := cronParser.Parse(r.KeysSchedule); err != nil {
+		return c.Errorf("reconcile.keys_schedule", "%q is not a cron schedule (%v)", r.KeysSchedule, err)
+	}
+	switch {
+	case c.Sink.Type == SinkCouponGrants:
+		return c.Errorf("reconcile.keys_schedule", "the key check is a table copy's; a coupon campaign's reconcile compares targets with grants: remove it")
+	case c.Mode == ModeCompare:
+		return c.Errorf("reconcile.keys_schedule", "mode: compare: each run compares every row and deletes the copy's extra rows itself; remove it")
 	}
 	return nil
 }

@@ -11,7 +11,8 @@ import (
 // first run or reconcile of this process: the read bound of the last run
 // (syncd_read_bound_*), and the differences of the last recorded
 // reconcile (syncd_reconcile_differences), 0 of each kind for a source
-// with a reconcile schedule and none recorded yet. The counters are
+// with a reconcile schedule and none recorded yet, and likewise those of
+// the last key check (syncd_reconcile_keys_differences). The counters are
 // created at 0 by metrics.AddSource.
 func seedMetrics(m *metrics.Metrics, c *config.Config, st watermark.State) {
 	if !st.Bound.IsZero() {
@@ -20,6 +21,13 @@ func seedMetrics(m *metrics.Metrics, c *config.Config, st watermark.State) {
 			heldBack = 0
 		}
 		m.Bound(c.Name, st.Bound, heldBack, st.BoundHolderPID)
+	}
+	if k := st.LastKeyCheck; k != nil || c.Reconcile != nil && c.Reconcile.KeysSchedule != "" {
+		var diffs map[string]int64
+		if k != nil {
+			diffs = k.Differences
+		}
+		m.KeyCheckDifferences(c.Name, diffs)
 	}
 	r := st.LastReconcile
 	if r == nil && (c.Reconcile == nil || c.Reconcile.Schedule == "") {

@@ -21,6 +21,7 @@ import (
 const (
 	jobSync      = "sync"
 	jobReconcile = "reconcile"
+	jobKeys      = "reconcile_keys" // the key check (reconcile.keys_schedule)
 )
 
 // source is one configured source: its config in effect, its schedule
@@ -45,16 +46,17 @@ type source struct {
 	logged  string
 	pending *pendingResync // a resync waiting for the run in flight to end
 	removed bool
-	// reconcileDue is set when the reconcile schedule fired while a job
-	// of the source was going: the reconcile runs when it ends.
-	reconcileDue bool
-	prog         *syncer.Progress // the run going, nil when none
-	phase        string           // what the job going does (syncer.Phase*, phaseReconcile, ...)
+	// due holds the reconciles (jobReconcile, jobKeys) whose schedule
+	// fired while a job of the source was going: each runs when it ends.
+	due   map[string]bool
+	prog  *syncer.Progress // the run going, nil when none
+	phase string           // what the job going does (syncer.Phase*, phaseReconcile, ...)
 }
 
 // Phases of a job besides a run's own (syncer.Phase*).
 const (
 	phaseReconcile = "reconcile"
+	phaseKeys      = "key check"
 	phaseQueued    = "queued: waiting for a slot of --max-concurrent-runs"
 	phaseRetryWait = "waiting to retry"
 )
@@ -150,6 +152,15 @@ func (s *source) schedule(c *config.Config) {
 			ids = append(ids, id)
 		}
 	}
+	// A pattern's table synced in compare mode deletes extras in each run.
+	if c.Reconcile != nil && c.Reconcile.KeysSchedule != "" && !c.Compare() {
+		id, err := s.d.cron.addSpread(c.Reconcile.KeysSchedule, c.Name+"\x00"+jobKeys, func() { s.tick(jobKeys) })
+		if err != nil {
+			s.log.Error("reconcile.keys_schedule not usable; the key check will not run", "schedule", c.Reconcile.KeysSchedule, "err", err)
+		} else {
+			ids = append(ids, id)
+		}
+	}
 	s.mu.Lock()
 	s.entries = ids
 	s.mu.Unlock()
@@ -191,9 +202,13 @@ func (s *source) start(job string) (*config.Config, bool) {
 	}
 	// Set with the look at busy, so that the job going cannot end
 	// between the two unseen (it starts the reconcile when it ends).
-	firstDue := busy && !removed && job == jobReconcile && !s.reconcileDue
-	if busy && !removed && job == jobReconcile {
-		s.reconcileDue = true
+	keep := job != jobSync
+	firstDue := busy && !removed && keep && !s.due[job]
+	if busy && !removed && keep {
+		if s.due == nil {
+			s.due = map[string]bool{}
+		}
+		s.due[job] = true
 	}
 	s.mu.Unlock()
 	if busy || removed {
@@ -201,11 +216,11 @@ func (s *source) start(job string) (*config.Config, bool) {
 		if !busy {
 			return nil, false
 		}
-		if job == jobReconcile {
+		if keep {
 			// A due reconcile is never lost to a sync that runs long: it
 			// runs when the job going (or waiting for the budget) ends.
 			if firstDue {
-				s.log.Info("reconcile due while another job of this source is going or queued: it runs when that job ends")
+				s.log.Info("reconcile due while another job of this source is going or queued: it runs when that job ends", "job", job)
 			}
 			return nil, false
 		}
@@ -241,6 +256,11 @@ func (s *source) runJob(job string, cfg *config.Config) {
 		s.d.m.ReconcileDone(cfg.Name, outcome, time.Since(started))
 		s.d.sum.reconciled(cfg.Name, outcome == metrics.OutcomeFailed, time.Since(started))
 		s.finish(job, outcome, nil)
+		return
+	}
+	if job == jobKeys {
+		s.setPhase(phaseKeys)
+		s.finish(job, s.keyCheck(cfg, started), nil)
 		return
 	}
 	var rows, written int64
@@ -315,20 +335,25 @@ func (s *source) finish(job, outcome string, err error) {
 	}
 }
 
-// startDueReconcile starts the reconcile that came due while the job that
-// just ended was going (queued through the budget like any job).
+// startDueReconcile starts a reconcile that came due while the job that
+// just ended was going (queued through the budget like any job): the full
+// reconcile first, the key check when that one ends.
 func (s *source) startDueReconcile() {
 	s.mu.Lock()
-	due := s.reconcileDue && !s.busy && !s.removed
-	if due {
-		s.reconcileDue = false
+	job := ""
+	for _, j := range []string{jobReconcile, jobKeys} {
+		if s.due[j] && !s.busy && !s.removed {
+			job = j
+			break
+		}
 	}
+	delete(s.due, job)
 	s.mu.Unlock()
-	if !due {
+	if job == "" {
 		return
 	}
-	if cfg, ok := s.start(jobReconcile); ok {
-		go s.runJob(jobReconcile, cfg)
+	if cfg, ok := s.start(job); ok {
+		go s.runJob(job, cfg)
 	}
 }
 

@@ -46,6 +46,7 @@ type Metrics struct {
 	caughtUp *prometheus.GaugeVec
 	fresh    *ageCollector // now minus caughtUp
 	outside  *outside
+	keys     *keyCheck
 	*extra
 	index   *indexSeries
 	pattern *patternSeries
@@ -142,6 +143,7 @@ func New(reg prometheus.Registerer, version string) *Metrics {
 		m.reconcileDiffs, m.rowAge, m.caughtUp, m.fresh, build)
 	m.extra = newExtra(reg)
 	m.outside = newOutside(reg)
+	m.keys = newKeyCheck(reg)
 	m.index = newIndexSeries(reg)
 	m.pattern = newPatternSeries(reg)
 	return m
@@ -189,6 +191,7 @@ func (m *Metrics) RemoveSource(name string) {
 	m.rowAge.remove(name)
 	m.fresh.remove(name)
 	m.outside.remove(l)
+	m.keys.remove(l)
 	m.index.indexMissing.DeletePartialMatch(l)
 }
 

@@ -39,4 +39,5 @@ func (m *Metrics) zeroSeries(name string) {
 	m.reconcileFetched.WithLabelValues(name)
 	m.duration.WithLabelValues(name)
 	m.reconcileDuration.WithLabelValues(name)
+	m.keys.zero(name)
 }

@@ -47,6 +47,9 @@ type SourceStatus struct {
 	// LastReconcile is what the last recorded reconcile found (nil: none
 	// recorded yet).
 	LastReconcile *watermark.ReconcileResult `json:"last_reconcile,omitempty"`
+	// LastKeyCheck is what the last recorded key check found (nil: none
+	// recorded yet).
+	LastKeyCheck *watermark.ReconcileResult `json:"last_key_check,omitempty"`
 	// NewestRowAgeSeconds is now minus the watermark's timestamp: the age
 	// of the newest row in the copy, which grows while the source is quiet
 	// (nil when the first cursor column is not a timestamp or nothing was
@@ -184,6 +187,7 @@ func withBound(now time.Time, s watermark.State, out SourceStatus) SourceStatus 
 		}
 	}
 	out.LastReconcile = s.LastReconcile
+	out.LastKeyCheck = s.LastKeyCheck
 	if !s.LastCleanReconcile.IsZero() {
 		out.LastCleanReconcile = TimeText(s.LastCleanReconcile)
 	}

@@ -29,6 +29,9 @@ type comparer struct {
 	tableRows int64
 	// hashesRead counts the streamed (key, row hash) pairs, both sides.
 	hashesRead atomic.Int64
+	// recheckWith, when set, re-reads the differing keys a stream found
+	// instead of recheck (the key check: keys.go).
+	recheckWith func(context.Context, [][]string) error
 }
 
 type kind int
@@ -116,14 +119,10 @@ func (c *comparer) rawKey(r *row) []string {
 // change through a sync of a newer source row, which the source read then
 // sees past the watermark.
 func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
-	dstRows, srcRows := map[string]*row{}, map[string]*row{}
-	if err := c.dst.fetchKeys(ctx, keys, func(r row) { dstRows[c.key(&r)] = &r }); err != nil {
+	dstRows, srcRows, err := c.reread(ctx, keys)
+	if err != nil {
 		return err
 	}
-	if err := c.src.fetchKeys(ctx, keys, func(r row) { srcRows[c.key(&r)] = &r }); err != nil {
-		return err
-	}
-	c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
 	var fixes []sink.Fix
 	record := func(k kind, s, d *row) {
 		r := s
@@ -172,6 +171,20 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 		return c.repair(ctx, fixes)
 	}
 	return nil
+}
+
+// reread reads the rows of keys on both sides, the copy first, by map key
+// (c.key), and counts them as fetched.
+func (c *comparer) reread(ctx context.Context, keys [][]string) (dstRows, srcRows map[string]*row, err error) {
+	dstRows, srcRows = map[string]*row{}, map[string]*row{}
+	if err := c.dst.fetchKeys(ctx, keys, func(r row) { dstRows[c.key(&r)] = &r }); err != nil {
+		return nil, nil, err
+	}
+	if err := c.src.fetchKeys(ctx, keys, func(r row) { srcRows[c.key(&r)] = &r }); err != nil {
+		return nil, nil, err
+	}
+	c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
+	return dstRows, srcRows, nil
 }
 
 // unsynced counts a difference whose source row s is not compared (past

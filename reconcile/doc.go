@@ -75,4 +75,16 @@
 // it. A copy whose key does not identify every row is repaired by key
 // instead (sink.Postgres.ReplaceKeys: delete the rows seen, insert the
 // source's row). A second reconcile then verifies the result.
+//
+// # Key check
+//
+// Keys runs the same levels, streams and re-reads over the key columns
+// alone (comparer.keyView: sides whose compared columns are the key and
+// whose sums take every source row in scope, whatever the watermark), so
+// each side can answer from its key index by an index-only scan
+// (preferIndex). It finds the copy's extra keys (rows deleted at the
+// source) and the keys it lacks, re-reads each on both sides as above
+// (recheckKeys, by presence only), and with repair deletes the extra rows
+// through the sink, guarded by the copy row it re-read. Missing keys are
+// reported and left to the sync or to Run.
 package reconcile

@@ -14,7 +14,9 @@ const MaxKeys = 100
 // Report is the outcome of one reconcile, printed by `syncd reconcile --json`.
 // Keys are rendered as text; a composite key joins its parts with ",".
 type Report struct {
-	Source  string `json:"source"`
+	Source string `json:"source"`
+	// Check is CheckKeys for a key check (Keys), empty for a reconcile.
+	Check   string `json:"check,omitempty"`
 	Missing int64  `json:"missing"` // rows in the source, not in the copy
 	Extra   int64  `json:"extra"`   // rows in the copy, not in the source
 	Changed int64  `json:"changed"` // rows in both with different values

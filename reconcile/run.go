@@ -31,6 +31,9 @@ type Options struct {
 	// watermark (none is read): the run of a source in compare mode,
 	// which has no cursor.
 	WholeTable bool
+	// BeforeRecheck, when set, is called with each batch of differing
+	// keys before they are read again (tests: writes in between).
+	BeforeRecheck func(keys [][]string)
 }
 
 // StateReader reads a source's watermark; *watermark.Store is one.
@@ -67,74 +70,14 @@ var ErrNoCopy = errors.New("the copy does not exist yet")
 // the differences and compares again (Report.After).
 func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options) (*Report, error) {
 	started := time.Now()
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	log = log.With("source", cfg.Name)
 	// A source in compare mode has no cursor: it is compared whole.
 	o.WholeTable = o.WholeTable || cfg.Compare()
-	var st watermark.State
-	if states != nil && !o.WholeTable {
-		var err error
-		if st, _, err = states.Get(cfg.Name); err != nil {
-			return nil, err
-		}
-	}
-	opened, err := source.Open(ctx, cfg)
+	c, dst, safe, closeAll, err := open(ctx, cfg, states, o)
 	if err != nil {
 		return nil, err
 	}
-	var src pgSource = opened
-	defer src.Close(context.WithoutCancel(ctx))
-	dst, err := sink.OpenPostgres(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer dst.Close(context.WithoutCancel(ctx))
-	dstTable := cfg.Sink.Ident
-	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
-	if err != nil {
-		return nil, err
-	}
-	if !guard.exists {
-		return nil, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
-	}
-	// A copy whose key identifies every row is checked and repaired like a
-	// page is written; any other copy is compared whatever its constraints
-	// (that is how reconcile finds what they let in) and repaired by key.
-	safe := guard.identifies() && guard.arbiter
-	if safe {
-		if _, err := dst.Check(ctx, src.Table().Columns); err != nil {
-			return nil, err
-		}
-		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
-			return nil, err
-		}
-	} else {
-		dst.PrepareReplace(src.Table().Columns)
-	}
-	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table().Cursor) {
-		return nil, &sourceerr.ResyncNeeded{Source: cfg.Name,
-			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table().Cursor))}
-	}
-	cov, err := newCoverage(ctx, cfg, src, st, o.WholeTable)
-	if err != nil {
-		return nil, err
-	}
-	c, err := newComparer(ctx, cfg, src, dst, cov, o, log)
-	if err != nil {
-		return nil, err
-	}
-	if c.src.guard, err = readKeyGuard(ctx, src, src.Table().Ident, cfg.Sink.Key); err != nil {
-		return nil, err
-	}
-	c.dst.guard = guard
-	for _, sd := range []*side{c.src, c.dst} {
-		if !sd.guard.notNull {
-			sd.scope = and(sd.scope, "NOT ("+sd.nullKey()+")")
-		}
-	}
+	defer closeAll()
+	log := c.log
 	rep := newReport(cfg.Name)
 	c.rep = rep
 	if o.Repair {
@@ -178,6 +121,95 @@ func Run(ctx context.Context, cfg *config.Config, states StateReader, o Options)
 		"rows_compared", rep.RowsCompared, "rows_fetched", rep.RowsFetched, "plan", rep.Plan, "skipped_unsynced", rep.SkippedUnsynced,
 		"duration", time.Since(started).Round(time.Millisecond).String())
 	return rep, nil
+}
+
+// begin is the logger of cfg's reconcile and the watermark states hold for
+// it (none for a whole-table compare, or without states).
+func begin(cfg *config.Config, states StateReader, o Options) (*slog.Logger, watermark.State, error) {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var st watermark.State
+	if states != nil && !o.WholeTable {
+		var err error
+		if st, _, err = states.Get(cfg.Name); err != nil {
+			return nil, st, err
+		}
+	}
+	return log.With("source", cfg.Name), st, nil
+}
+
+// open opens both sides of cfg's reconcile at the watermark states hold: the source,
+// the copy (checked and prepared for repair when its key identifies every
+// row: safe), the coverage and the comparer, with each side's key guard.
+// closeAll closes both connections.
+func open(ctx context.Context, cfg *config.Config, states StateReader, o Options) (c *comparer, dst *sink.Postgres, safe bool, closeAll func(), err error) {
+	closeAll = func() {}
+	log, st, err := begin(cfg, states, o)
+	if err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	defer func() {
+		if err != nil {
+			closeAll()
+		}
+	}()
+	opened, err := source.Open(ctx, cfg)
+	if err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	var src pgSource = opened
+	closeAll = func() { src.Close(context.WithoutCancel(ctx)) }
+	if dst, err = sink.OpenPostgres(ctx, cfg); err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	closeSrc := closeAll
+	closeAll = func() { dst.Close(context.WithoutCancel(ctx)); closeSrc() }
+	dstTable := cfg.Sink.Ident
+	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
+	if err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	if !guard.exists {
+		return nil, nil, false, closeAll, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
+	}
+	// A copy whose key identifies every row is checked and repaired like a
+	// page is written; any other copy is compared whatever its constraints
+	// (that is how reconcile finds what they let in) and repaired by key.
+	safe = guard.identifies() && guard.arbiter
+	if safe {
+		if _, err := dst.Check(ctx, src.Table().Columns); err != nil {
+			return nil, nil, false, closeAll, err
+		}
+		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
+			return nil, nil, false, closeAll, err
+		}
+	} else {
+		dst.PrepareReplace(src.Table().Columns)
+	}
+	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table().Cursor) {
+		return nil, nil, false, closeAll, &sourceerr.ResyncNeeded{Source: cfg.Name,
+			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table().Cursor))}
+	}
+	cov, err := newCoverage(ctx, cfg, src, st, o.WholeTable)
+	if err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	c, err = newComparer(ctx, cfg, src, dst, cov, o, log)
+	if err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	if c.src.guard, err = readKeyGuard(ctx, src, src.Table().Ident, cfg.Sink.Key); err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	c.dst.guard = guard
+	for _, sd := range []*side{c.src, c.dst} {
+		if !sd.guard.notNull {
+			sd.scope = and(sd.scope, "NOT ("+sd.nullKey()+")")
+		}
+	}
+	return c, dst, safe, closeAll, nil
 }
 
 // Record stores the outcome of a reconcile of source name begun at started

@@ -100,25 +100,8 @@ type sum struct {
 // kids, which are sorted and disjoint); parents are the segments the
 // children cut, read by index ranges when join is set.
 func (sd *side) checksums(ctx context.Context, kids, parents []segment, join bool, bucket string) (map[int]sum, error) {
-	cond := sd.scope
-	if sd.synced != "" {
-		cond = and(cond, sd.synced)
-	}
-	q := "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
-		sd.placed(cond, join, bucket, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	q := sd.checksumSQL(join, bucket)
 	if bucket != "" {
-		// No subquery fence: each row's child is computed once anyway (it
-		// is the grouping key), and a flat query can run in parallel
-		// workers, as a plain sum over the table would.
-		from := sd.qualified() + " y"
-		if join {
-			from = sd.rangeJoin(1, 2)
-		}
-		q = "SELECT (" + fmt.Sprintf(bucket, sd.ord("y")) + ")::int8, count(*)::int8, coalesce(sum(" + sd.hash(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
-		if cond != "" {
-			q += " WHERE " + cond
-		}
-		q += " GROUP BY 1"
 		// The planner takes the child of a row, a function of the key, to
 		// have as many values as the key, and would sort whole rows to
 		// group them; there are rows/leaf children, which a hash table
@@ -151,6 +134,32 @@ func (sd *side) checksums(ctx context.Context, kids, parents []segment, join boo
 		return nil, fmt.Errorf("checksum %s %s: %w", sd.role, sd.table, err)
 	}
 	return out, nil
+}
+
+// checksumSQL is the query of checksums: see checksums; its parameters
+// are the children's lows and highs unless bucket is given, then the
+// parents' when join is set.
+func (sd *side) checksumSQL(join bool, bucket string) string {
+	cond := sd.scope
+	if sd.synced != "" {
+		cond = and(cond, sd.synced)
+	}
+	if bucket == "" {
+		return "SELECT p.syncd_i::int8, count(*)::int8, coalesce(sum(p.syncd_x0), 0)::text FROM (" +
+			sd.placed(cond, join, bucket, sd.hash(rowText("y.", sd.cols))) + ") p GROUP BY 1"
+	}
+	// No subquery fence: each row's child is computed once anyway (it is
+	// the grouping key), and a flat query can run in parallel workers, as
+	// a plain sum over the table would.
+	from := sd.qualified() + " y"
+	if join {
+		from = sd.rangeJoin(1, 2)
+	}
+	q := "SELECT (" + fmt.Sprintf(bucket, sd.ord("y")) + ")::int8, count(*)::int8, coalesce(sum(" + sd.hash(rowText("y.", sd.cols)) + "), 0)::text FROM " + from
+	if cond != "" {
+		q += " WHERE " + cond
+	}
+	return q + " GROUP BY 1"
 }
 
 // row is one fetched row: the canonical text and the text output of each

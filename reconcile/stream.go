@@ -88,9 +88,13 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 		c.rep.RowsCompared += compared
 		c.rep.CopyRows += copyRows
 	}
+	again := c.recheck
+	if c.recheckWith != nil {
+		again = c.recheckWith
+	}
 	for len(recheck) > 0 {
 		n := min(len(recheck), batchRows)
-		if err := c.recheck(ctx, recheck[:n]); err != nil {
+		if err := again(ctx, recheck[:n]); err != nil {
 			return err
 		}
 		recheck = recheck[n:]

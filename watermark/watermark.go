@@ -28,6 +28,8 @@ type ReconcileResult struct {
 	Differences map[string]int64 `json:"differences,omitempty"`
 	NotCovered  map[string]int64 `json:"not_covered,omitempty"`
 	Repaired    bool             `json:"repaired,omitempty"`
+	// Deleted is how many copy rows a key check's repair deleted.
+	Deleted int64 `json:"deleted,omitempty"`
 }
 
 // FormatVersion is the version of the state written by this build. A file
@@ -105,6 +107,9 @@ type State struct {
 	// LastReconcile is what the last recorded reconcile found, clean or
 	// not (nil: none recorded).
 	LastReconcile *ReconcileResult `json:"last_reconcile,omitempty"`
+	// LastKeyCheck is what the last recorded key check (`reconcile
+	// --keys`, reconcile.keys_schedule) found (nil: none recorded).
+	LastKeyCheck *ReconcileResult `json:"last_key_check,omitempty"`
 
 	// NullCursorRows and AheadOfClockRows are the rows the last run that
 	// caught up found outside the cursor's reach (a NULL cursor column; a

@@ -221,14 +221,18 @@ var docs = map[string]doc{
 		Text: "A value-level reconcile of this source run by the daemon ([RECONCILE.md](RECONCILE.md)).",
 	},
 	"reconcile.schedule": {
-		Required: "with `reconcile`",
+		Required: "with `reconcile`, unless `reconcile.keys_schedule` is set",
 		Text:     "When the daemon reconciles the source: a cron spec, as `schedule`.",
 		Example:  `"0 3 * * *"`,
 	},
 	"reconcile.repair": {
 		Default: "false",
-		Text:    "Let the scheduled reconcile repair what it finds (as `syncd reconcile --repair`).",
+		Text:    "Let the scheduled reconcile and key check repair what they find (as `syncd reconcile --repair`; the key check deletes the copy's extra rows only).",
 		Example: "true",
+	},
+	"reconcile.keys_schedule": {
+		Text:    "When the daemon checks the source's and the copy's key sets only (`syncd reconcile --keys`, [RECONCILE.md](RECONCILE.md#key-check)): a cron spec, as `schedule`. Far cheaper than the full reconcile (it reads the key indexes), so it can run far more often: it finds rows deleted at the source and, with `repair: true`, deletes them from the copy. Refused on a `coupon_grants` sink and in `mode: compare`.",
+		Example: `"@every 5m"`,
 	},
 	"mode": {
 		Default: config.ModeCursor,

@@ -49,7 +49,7 @@ func main() {
 	flag.StringVar(&pages, "pages", "100,500,1000,5000,10000,50000", "page sizes of the throughput plot (empty: no plot)")
 	flag.IntVar(&o.plotRuns, "plot-runs", 1, "runs per page size of the plot")
 	flag.StringVar(&o.plot, "plot", "", "write the page-size plot to this PNG file")
-	flag.StringVar(&only, "only", "", "comma-separated rows to run: initial,growth,incremental,reconcile,coupon,lag,sustained,idle,many,pages (default all)")
+	flag.StringVar(&only, "only", "", "comma-separated rows to run: initial,growth,incremental,reconcile,keys,coupon,lag,sustained,idle,many,pages (default all)")
 	flag.DurationVar(&o.lagFor, "lag-for", 0, "how long the lag writer runs (default 20s, scaled down to 5s for small scales)")
 	flag.StringVar(&o.lagLog, "lag-log", "", "write the lag row's daemon log (JSON, debug level) and its commit/seen times to this file")
 	flag.DurationVar(&o.sustainFor, "sustained-for", 0, "how long the sustained-change writers run (default 5m times -scale, at least 5s)")
@@ -127,6 +127,7 @@ func run(ctx context.Context, o *options) error {
 		{"growth", b.growth}, // first load at 10M rows, before incremental grows items
 		{"pages", b.pageSizes},
 		{"reconcile", b.reconcile},
+		{"keys", b.keyCheck},
 		{"coupon", b.coupon},
 		{"lag", b.lag},
 		{"sustained", b.sustained},

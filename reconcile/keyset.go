@@ -1,0 +1,284 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/watermark"
+)
+
+// CheckKeys is Report.Check of a key check (Keys).
+const CheckKeys = "keys"
+
+// KeyLeafRows is the largest differing range of keys that the key check
+// streams instead of cutting it again (DefaultLeafRows for whole rows).
+const KeyLeafRows = 16
+
+// ErrNoKeyCheck is wrapped when the key check does not apply to a source:
+// a source in compare mode, or a copy whose key does not identify its rows.
+var ErrNoKeyCheck = errors.New("the key check does not apply")
+
+// Keys compares the key sets of cfg's source and its copy (a postgres
+// sink) by checksummed ranges over the key alone, so that each side can
+// answer from its key index (an index-only scan on a vacuumed table):
+// deletes at the cost of a key scan. It finds the copy's extra keys (rows
+// deleted at the source, or soft-deleted there and not kept) and the
+// source keys the copy lacks; values are not compared. With o.Repair it
+// deletes the extra rows through the sink, each only while the copy row is
+// still the one it saw (same key and cursor values), then checks again
+// (Report.After). Missing keys are reported, never written: the sync
+// copies them, or the full reconcile (Run) when they lie behind the
+// watermark.
+//
+// Every source key in scope is summed, whatever the watermark: a copy row
+// whose key the source does not hold is extra whatever its cursor. Every
+// differing key is read again by key, the copy first and then the source,
+// before it is reported or deleted, as Run does: a row inserted at the
+// source after the range was read is found by that second read and kept;
+// a key the copy lacks whose source row is past the watermark (or whose
+// soft-deleted source row the sync has not seen yet) is counted as not
+// covered, not reported.
+func Keys(ctx context.Context, cfg *config.Config, states StateReader, o Options) (*Report, error) {
+	started := time.Now()
+	if cfg.Compare() {
+		return nil, fmt.Errorf("source %s is in compare mode: each of its runs compares every row and deletes the copy's extra rows itself: %w", cfg.Name, ErrNoKeyCheck)
+	}
+	c, dst, safe, closeAll, err := open(ctx, cfg, states, o)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll()
+	log := c.log
+	if !safe {
+		return nil, fmt.Errorf("sink table %s of source %s: sink.key (%s) does not identify every row of the copy (no primary key or unique index on exactly those NOT NULL columns); run the full reconcile, which finds and repairs keys held twice or NULL: `syncd reconcile --source %s --repair`: %w",
+			cfg.Sink.Table, cfg.Name, strings.Join(cfg.Sink.Key, ", "), cfg.Name, ErrNoKeyCheck)
+	}
+	rep := newReport(cfg.Name)
+	if o.Repair {
+		rep.Repair = &RepairCounts{}
+		c.repair = func(ctx context.Context, fixes []sink.Fix) error {
+			r, err := dst.Repair(ctx, fixes)
+			rep.Repair.Deleted += r.Deleted
+			return err
+		}
+	}
+	k := c.keyView()
+	if hook := o.BeforeRecheck; hook != nil {
+		k.recheckWith = func(ctx context.Context, keys [][]string) error {
+			hook(keys)
+			return c.recheckKeys(ctx, keys)
+		}
+	}
+	if err := k.preferIndex(ctx); err != nil {
+		return nil, err
+	}
+	if err := k.compareKeys(ctx, c, rep); err != nil {
+		return nil, err
+	}
+	if o.Repair && !rep.Equal() {
+		rep.Repaired = true
+		c.repair = nil
+		rep.After = newReport(cfg.Name)
+		if err := k.compareKeys(ctx, c, rep.After); err != nil {
+			return nil, fmt.Errorf("verify the key repair: %w", err)
+		}
+		rep.After.DurationMS = time.Since(started).Milliseconds()
+	}
+	rep.DurationMS = time.Since(started).Milliseconds()
+	if rec, ok := states.(StateRecorder); ok {
+		if err := RecordKeys(rec, cfg.Name, started, rep); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("key check done", "missing", rep.Missing, "extra", rep.Extra, "not_covered", rep.Final().NotCoveredRows(),
+		"keys_compared", rep.RowsCompared, "keys_streamed", rep.HashesRead, "rows_fetched", rep.RowsFetched, "deleted", rep.Deleted(),
+		"duration", time.Since(started).Round(time.Millisecond).String())
+	return rep, nil
+}
+
+// Deleted is the number of copy rows a repair deleted (0 without one).
+func (r *Report) Deleted() int64 {
+	if r.Repair == nil {
+		return 0
+	}
+	return r.Repair.Deleted
+}
+
+// RecordKeys stores the outcome of a key check of source name begun at
+// started in its state (LastKeyCheck); an older outcome never replaces a
+// newer one. A key check never proves the copy equal value by value, so
+// it leaves LastCleanReconcile alone.
+func RecordKeys(rec StateRecorder, name string, started time.Time, rep *Report) error {
+	final := rep.Final()
+	res := &watermark.ReconcileResult{At: started.UTC(), Repaired: rep.Repaired, Deleted: rep.Deleted(),
+		Differences: nonZero(final.Differences()), NotCovered: nonZero(final.NotCovered)}
+	err := rec.Update(name, func(st *watermark.State) error {
+		if st.LastKeyCheck == nil || started.After(st.LastKeyCheck.At) {
+			st.LastKeyCheck = res
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("key check of %s done but its outcome could not be recorded in the state file: %w", name, err)
+	}
+	return nil
+}
+
+// keyView is a comparer over the key columns alone: its sides hash and
+// stream only the key (the key index can answer them) and sum every
+// source row in scope, whatever the watermark. The differing keys its
+// streams find are re-read through c (recheckKeys), whose sides read
+// whole rows and know which source rows are synced.
+func (c *comparer) keyView() *comparer {
+	src, dst := *c.src, *c.dst
+	// An integer key is hashed by its value, when both servers agree on
+	// PostgreSQL's own hashes: hashint8extended is computed from the
+	// value, not its bytes, and costs half of hashing its text. Every
+	// query of the key view hashes the row of alias y.
+	intHash := src.intKey && src.hash("t") == fastHash("t")
+	for _, sd := range []*side{&src, &dst} {
+		sd.cols, sd.synced = sd.keys, ""
+		if intHash {
+			key := "y." + ident(sd.keys[0].Name)
+			sd.hash = func(string) string { return "hashint8extended((" + key + ")::int8, 0)" }
+		}
+	}
+	// A key costs a few bytes to sum in the database and about 60 to
+	// stream: cut differing ranges down to fewer rows than a whole-row
+	// comparison does before streaming them.
+	leaf := c.leaf
+	if leaf == DefaultLeafRows {
+		leaf = KeyLeafRows
+	}
+	k := &comparer{src: &src, dst: &dst, leaf: leaf, log: c.log, cov: c.cov, recheckWith: c.recheckKeys}
+	for i := range c.keyIdx {
+		k.keyIdx = append(k.keyIdx, i)
+	}
+	return k
+}
+
+// preferIndex makes each side whose key sums name the key columns alone
+// (no source.where or soft-delete condition) read them from an index: an
+// index-only scan reads the key index instead of the heap, but the
+// planner, costing a whole index's pages as random reads, picks a
+// sequential scan of the table for a full pass. Only while the visibility
+// map covers at least half of the table (VACUUM sets it): otherwise an
+// index-only scan visits the heap for most rows anyway.
+//
+// It also gives each session the memory the first level's hash table of
+// up to maxFanout ranges needs (about 18 MB), so that it is not spilled to
+// disk in batches at PostgreSQL's default work_mem (4 MB).
+func (k *comparer) preferIndex(ctx context.Context) error {
+	for _, sd := range []*side{k.src, k.dst} {
+		if _, err := sd.conn.Exec(ctx, "SET work_mem = '64MB'"); err != nil {
+			return fmt.Errorf("key check of %s %s: %w", sd.role, sd.table, err)
+		}
+		if sd.scope != "" && sd.scope != "NOT ("+sd.nullKey()+")" {
+			continue
+		}
+		var pages, visible float64
+		if err := sd.conn.QueryRow(ctx, "SELECT coalesce(max(relpages), 0)::float8, coalesce(max(relallvisible), 0)::float8 FROM pg_class WHERE oid = to_regclass($1)",
+			sd.qualified()).Scan(&pages, &visible); err != nil {
+			return fmt.Errorf("read the visibility map's coverage of %s %s: %w", sd.role, sd.table, err)
+		}
+		if pages > 0 && 2*visible < pages {
+			k.log.Debug("key check reads the heap: the visibility map covers less than half of the table; VACUUM it", "side", sd.role, "table", sd.table.String(), "pages", pages, "all_visible", visible)
+			continue
+		}
+		if _, err := sd.conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
+			return fmt.Errorf("key check of %s %s: %w", sd.role, sd.table, err)
+		}
+	}
+	return nil
+}
+
+// compareKeys makes one comparison of the key sets into rep, through the
+// checksum levels of bisect; c is the whole-row comparer that re-reads
+// the differing keys.
+func (k *comparer) compareKeys(ctx context.Context, c *comparer, rep *Report) error {
+	rep.Check, rep.Plan = CheckKeys, PlanChecksums
+	rep.Boundary = "every key of the source"
+	if k.cov.where != "" || k.src.scope != "" {
+		rep.Boundary += " in scope (" + k.src.scope + ")"
+	}
+	rep.Boundary += "; a key the copy lacks counts when its row is synced: " + k.cov.boundary
+	k.rep, c.rep = rep, rep
+	k.level, k.skip, c.skip = 0, map[string]bool{}, map[string]bool{}
+	defer rep.sortKeys()
+	top, ok, err := k.top(ctx)
+	if err != nil || !ok {
+		return err
+	}
+	k.hashesRead.Store(0)
+	defer func() { rep.HashesRead = k.hashesRead.Load() }()
+	return k.bisect(ctx, []segment{top})
+}
+
+// keyKind classifies one key by its source row s and copy row d (nil:
+// absent) by presence alone: extra when the copy holds a key the source
+// does not (in scope), missing when the copy lacks a synced source row's
+// key, unsynced when the source row is past the watermark (the sync has
+// not seen it yet), else same, whatever the values.
+func keyKind(s, d *row) kind {
+	in := s != nil && s.inScope
+	switch {
+	case in == (d != nil):
+		return same
+	case s != nil && !s.synced:
+		return unsynced
+	case in:
+		return missing
+	}
+	return extra
+}
+
+// recheckKeys re-reads keys on both sides, the copy first (see recheck),
+// and records each still differing by presence; with repair, the extra
+// copy rows are deleted, each guarded by the key and cursor values read
+// here, so a row a concurrent sync has just written is left to it.
+func (c *comparer) recheckKeys(ctx context.Context, keys [][]string) error {
+	dstRows, srcRows, err := c.reread(ctx, keys)
+	if err != nil {
+		return err
+	}
+	reason := ReasonPending
+	if c.cov.noWatermark {
+		reason = ReasonNoWatermark
+	}
+	var fixes []sink.Fix
+	note := func(s, d *row) {
+		switch keyKind(s, d) {
+		case unsynced:
+			c.rep.SkippedUnsynced++
+			c.rep.NotCovered[reason]++
+		case missing:
+			c.rep.Missing++
+			if len(c.rep.Keys.Missing) < MaxKeys {
+				c.rep.Keys.Missing = append(c.rep.Keys.Missing, c.display(s))
+			}
+		case extra:
+			c.rep.Extra++
+			if len(c.rep.Keys.Extra) < MaxKeys {
+				c.rep.Keys.Extra = append(c.rep.Keys.Extra, c.display(d))
+			}
+			fixes = append(fixes, sink.Fix{Seen: d.raw})
+		}
+	}
+	for k, d := range dstRows {
+		note(srcRows[k], d)
+	}
+	for k, s := range srcRows {
+		if dstRows[k] == nil {
+			note(s, nil)
+		}
+	}
+	if c.repair != nil && len(fixes) > 0 {
+		return c.repair(ctx, fixes)
+	}
+	return nil
+}
