@@ -38,17 +38,21 @@ func TestFleetSharesSources(t *testing.T) {
 	db := pgtest.NewDB(t)
 	db.Exec(t, `CREATE SCHEMA src; CREATE SCHEMA copy`)
 	db.Exec(t, `CREATE SEQUENCE page_seq`)
-	db.Exec(t, `CREATE TABLE page_log (copy text, seq bigint, txid bigint, pid int, backend_start timestamptz, writer text, held boolean)`)
+	db.Exec(t, `CREATE TABLE page_log (copy text, seq bigint, txid bigint, pid int, backend_start timestamptz, stage oid, writer text, held boolean)`)
 	// The record of each page's writer: the backend, its session, the
-	// replica the sink's catalog names as the copy's claimer, and whether
-	// the backend holds the source's run lock (runlock.Key).
+	// run's staging table (each run creates its own: a daemon's sessions
+	// are pooled, and a session lent to a later run has had its temporary
+	// tables discarded), the replica the sink's catalog names as the
+	// copy's claimer, and whether the backend holds the source's run lock
+	// (runlock.Key).
 	db.Exec(t, `CREATE FUNCTION log_page() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   k bigint := hashtextextended('syncd:p.' || TG_TABLE_NAME || ':copy.' || TG_TABLE_NAME, 0);
 BEGIN
-  INSERT INTO public.page_log (copy, seq, txid, pid, backend_start, writer, held)
+  INSERT INTO public.page_log (copy, seq, txid, pid, backend_start, stage, writer, held)
   SELECT TG_TABLE_NAME, nextval('public.page_seq'), txid_current(), pg_backend_pid(),
     (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),
+    (SELECT c.oid FROM pg_class c WHERE c.relname = 'syncd_stage' AND c.relnamespace = pg_my_temp_schema()),
     (SELECT writer FROM syncd.copies WHERE copy_table = 'copy.' || TG_TABLE_NAME),
     EXISTS (SELECT 1 FROM pg_locks l WHERE l.pid = pg_backend_pid() AND l.locktype = 'advisory' AND l.granted
       AND l.objsubid = 1 AND l.classid::bigint = (k >> 32) & 4294967295 AND l.objid::bigint = k & 4294967295);
@@ -210,17 +214,17 @@ sink:
 	if bad := column[string](t, db, `SELECT DISTINCT copy || ' txid ' || txid || ' pid ' || pid FROM page_log WHERE NOT held`); len(bad) > 0 {
 		t.Errorf("pages applied by a session not holding the source's run lock: %v", bad)
 	}
-	// In the order pages were applied, a session's pages of one copy form
-	// one run: were two sessions ever writing one copy at once, their
-	// pages would interleave, and the copy would have more runs than
-	// sessions.
+	// In the order pages were applied, one run's pages of one copy (its
+	// session and its staging table) are consecutive: were two runs ever
+	// writing one copy at once, their pages would interleave, and the
+	// copy would have more stretches of one run's pages than runs.
 	interleaved := column[string](t, db, `
 WITH o AS (
-  SELECT copy, pid, backend_start, seq,
-         lag(pid) OVER w IS DISTINCT FROM pid OR lag(backend_start) OVER w IS DISTINCT FROM backend_start AS new_run
+  SELECT copy, pid, backend_start, stage, seq,
+         lag((pid, backend_start, stage)) OVER w IS DISTINCT FROM (pid, backend_start, stage) AS new_run
   FROM page_log WINDOW w AS (PARTITION BY copy ORDER BY seq))
-SELECT copy || ': ' || sum(new_run::int) || ' runs of ' || count(DISTINCT (pid, backend_start)) || ' sessions'
-FROM o GROUP BY copy HAVING sum(new_run::int) <> count(DISTINCT (pid, backend_start))`)
+SELECT copy || ': ' || sum(new_run::int) || ' stretches of ' || count(DISTINCT (pid, backend_start, stage)) || ' runs'
+FROM o GROUP BY copy HAVING sum(new_run::int) <> count(DISTINCT (pid, backend_start, stage))`)
 	if len(interleaved) > 0 {
 		t.Errorf("pages of two sessions interleaved: %v", interleaved)
 	}
