@@ -18,9 +18,9 @@ build: ## build bin/syncd
 test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, default 127.0.0.1:5432)
 	$(GO) test -count=1 -timeout 15m $(PKGS)
 
-RACE_PKGS := ./syncer/ ./daemon/ ./sink/ ./source/ ./catalog/ ./watermark/ ./runlock/ ./metrics/ ./internal/pgutil/ ./cli/ ./ops/
+RACE_PKGS := ./syncer/ ./daemon/ ./sink/ ./source/ ./catalog/ ./watermark/ ./runlock/ ./metrics/ ./internal/pgutil/ ./internal/pgpool/ ./cli/ ./ops/
 
-test-race: ## the race detector over the concurrent packages (pipelined pages, first-load workers, the scheduler, the admin server), the binary they drive built with -race too
+test-race: ## the race detector over the concurrent packages (pipelined pages, first-load workers, the scheduler, the admin server, the session pool), the binary they drive built with -race too
 	SYNCD_TEST_RACE=1 $(GO) test -race -count=1 -timeout 30m $(RACE_PKGS)
 
 test-race-all: ## the race detector over the whole tree (slow: about 3x make test)
