@@ -186,26 +186,37 @@ type checkedSource interface {
 	CountOutsideWithin(ctx context.Context, within time.Duration) (source.Outside, error)
 }
 
-// sessions are the sessions a validate worker keeps, by role and DSN.
+// sessions are the sessions a validate worker keeps, by role and DSN. A
+// worker opens a copy's sink session while its source session is opened,
+// so the map is shared by two goroutines (each with its own role's key).
 type sessions struct {
+	mu    sync.Mutex
 	conns map[string]*pgx.Conn
 }
 
 // get returns the worker's session to dsn for role ("source" or "sink"),
 // opened by connect the first time.
 func (s *sessions) get(ctx context.Context, role, dsn string, connect func() (*pgx.Conn, error)) (*pgx.Conn, error) {
-	if c, ok := s.conns[role+" "+dsn]; ok && !c.IsClosed() {
+	key := role + " " + dsn
+	s.mu.Lock()
+	c, ok := s.conns[key]
+	s.mu.Unlock()
+	if ok && !c.IsClosed() {
 		return c, nil
 	}
 	c, err := connect()
 	if err != nil {
 		return nil, err
 	}
-	s.conns[role+" "+dsn] = c
+	s.mu.Lock()
+	s.conns[key] = c
+	s.mu.Unlock()
 	return c, nil
 }
 
 func (s *sessions) close(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	for k, c := range s.conns {
 		c.Close(context.WithoutCancel(ctx))
 		delete(s.conns, k)
