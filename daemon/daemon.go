@@ -215,6 +215,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	var servers []*server
+	var sl net.Listener
 	if o.Socket != "" {
 		secret, err := writeIdentity(o.Store.Path())
 		if err != nil {
@@ -225,28 +226,36 @@ func Run(ctx context.Context, o Options) error {
 		}
 		d.secret = secret
 		defer os.Remove(IdentityPath(o.Store.Path()))
-		sl, err := listenSocket(o.Socket)
+		sl, err = listenSocket(o.Socket)
 		if err != nil {
 			d.log.Warn("admin socket off: syncd status and resync need --listen to reach this daemon", "err", err)
-		} else {
-			servers = append(servers, serve(sl, d.handler(true)))
-			d.log.Info("admin socket listening", "path", o.Socket)
-		}
-	}
-	if ln != nil {
-		servers = append(servers, serve(ln, d.handler(false)))
-		d.log.Info("admin HTTP listening", "addr", ln.Addr().String(), "resync_endpoint", o.AdminToken != "")
-		if o.OnListen != nil {
-			o.OnListen(ln.Addr().String())
+			sl = nil
 		}
 	}
 
+	// The sources are added, and their series seeded from the state
+	// file, before the first request is served: a scrape at start sees
+	// the dashboard's gauges, never an empty page that a later scrape
+	// fills. Adding a source starts its runs in the background, so this
+	// holds the listeners' first answer back by no more than reading the
+	// state file.
 	for _, c := range o.Configs {
 		d.files[c.File] = append(d.files[c.File], c)
 		if c.IsPattern() {
 			d.addPattern(c)
 		} else {
 			d.add(c)
+		}
+	}
+	if sl != nil {
+		servers = append(servers, serve(sl, d.handler(true)))
+		d.log.Info("admin socket listening", "path", o.Socket)
+	}
+	if ln != nil {
+		servers = append(servers, serve(ln, d.handler(false)))
+		d.log.Info("admin HTTP listening", "addr", ln.Addr().String(), "resync_endpoint", o.AdminToken != "")
+		if o.OnListen != nil {
+			o.OnListen(ln.Addr().String())
 		}
 	}
 	d.cron.start()
