@@ -75,18 +75,15 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		src source.Source
 		rd  *source.Reader
 	)
-	switch {
-	case r.o.OpenSource != nil:
-		src, err = r.o.OpenSource(ctx, r.c)
-		rd, _ = src.(*source.Reader)
-	case r.o.Schema != nil:
+	if r.o.OpenSource == nil && r.o.Schema != nil {
 		known, fp := r.o.Schema.cached(r.c)
 		rd, r.srcFP, err = source.OpenCached(ctx, r.c, fp, known)
-	default:
-		rd, err = source.Open(ctx, r.c)
-	}
-	if rd != nil {
-		src = rd
+		if rd != nil {
+			src = rd
+		}
+	} else {
+		src, err = r.o.openSource(ctx, r.c)
+		rd, _ = src.(*source.Reader)
 	}
 	wg.Wait()
 	if err == nil {
