@@ -1,11 +1,9 @@
 package reconcile_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
-	"syscall"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,30 +24,16 @@ func TestDaemonRoutineRepairUnderWrites(t *testing.T) {
 	f.closeStore(t)
 	ctx := context.Background()
 
-	var out bytes.Buffer
-	cmd := exec.Command(bin.Path, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	d := bin.Start(t, nil, "run", "--config", f.cfgFile, "--state", f.stateFile, "--listen", "")
+	out := d.Output
 	stopped := false
 	stop := func() {
 		if stopped {
 			return
 		}
 		stopped = true
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("daemon exit: %v\n%s", err, out.String())
-			}
-		case <-time.After(60 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-			t.Errorf("daemon did not stop on SIGTERM\n%s", out.String())
+		if r := d.Stop(t, 60*time.Second); r.Code != 0 {
+			t.Errorf("daemon exit after SIGTERM: %s", r)
 		}
 	}
 	defer stop()
@@ -123,8 +107,8 @@ func TestDaemonRoutineRepairUnderWrites(t *testing.T) {
 		t.Fatalf("source has %d rows, copy %d; want %d", srcRows, copyRows, want)
 	}
 	stop()
-	if !bytes.Contains(out.Bytes(), []byte("scheduled reconcile found differences")) && !bytes.Contains(out.Bytes(), []byte("repaired\":true")) &&
-		!bytes.Contains(out.Bytes(), []byte("repaired=true")) {
+	if log := out.String(); !strings.Contains(log, "scheduled reconcile found differences") && !strings.Contains(log, `repaired":true`) &&
+		!strings.Contains(log, "repaired=true") {
 		t.Errorf("the daemon logged no repair:\n%s", out.String())
 	}
 }

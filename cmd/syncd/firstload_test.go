@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"math/rand/v2"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -67,11 +65,6 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 		return m
 	}
 	total := count(t, src, "SELECT count(*) FROM orders")
-	run := func() *exec.Cmd {
-		cmd := exec.Command(binary, "run", "--once", "--config", cfg, "--state", state)
-		cmd.Env = append(os.Environ(), env...)
-		return cmd
-	}
 	var prevDone func(id int64) bool // the chunks done at the last kill
 	var prevX map[int64]string       // and the copy's xmins then
 	check := func(when string) {
@@ -94,27 +87,21 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 		// Kill once the copy holds a random number of rows more.
 		have := len(xmins())
 		at := have + 1 + rand.IntN(max(1, (total-have)/2))
-		cmd := run()
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
+		p := bin.Start(t, env, "run", "--once", "--config", cfg, "--state", state)
 		killed := false
 	poll:
 		for {
 			select {
-			case err := <-exited:
-				if err != nil {
-					t.Fatalf("run %d: %v", attempt+1, err)
+			case <-p.Done():
+				if r := p.Wait(t, time.Minute); r.Code != 0 {
+					t.Fatalf("run %d: %s", attempt+1, r)
 				}
 				break poll
 			case <-time.After(5 * time.Millisecond):
 			}
 			var n int
 			if dst.Pool.QueryRow(ctx, "SELECT count(*) FROM orders_copy").Scan(&n) == nil && n >= at {
-				cmd.Process.Kill()
-				<-exited
+				p.Kill(t)
 				killed = true
 				break
 			}
