@@ -16,7 +16,7 @@ build: ## build bin/syncd
 	$(GO) build -ldflags "-X github.com/syncd/syncd/cli.Version=$(VERSION)" -o $(BIN) ./cmd/syncd
 
 test: ## run the test suite against a real PostgreSQL (SYNCD_TEST_DATABASE_URL, default 127.0.0.1:5432)
-	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(GO) test -count=1 -timeout 40m $(PKGS)
 
 RACE_PKGS := ./syncer/ ./daemon/ ./sink/ ./source/ ./catalog/ ./watermark/ ./runlock/ ./metrics/ ./internal/pgutil/ ./internal/pgpool/ ./cli/ ./ops/
 

@@ -1,6 +1,7 @@
 package daemon_test
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/syncd/syncd/daemon"
 	"github.com/syncd/syncd/internal/testutil"
+	"github.com/syncd/syncd/ops"
 )
 
 // takeDefaultAddr holds the default admin address for the test, serving a
@@ -47,9 +49,12 @@ func TestDefaultAddressInUse(t *testing.T) {
 	if !strings.Contains(p.Output.String(), "admin HTTP off: the default address is in use by another process") {
 		t.Fatalf("no line says the admin HTTP is off")
 	}
-	r := syncd.Run(t, nil, "status", "--config", path, "--state", state)
-	if r.Code != 0 || !strings.Contains(r.Stdout, "orders") || !strings.Contains(r.Stdout, " 300 ") {
-		t.Fatalf("status over the admin socket: exit %d, r.Stdout %q, r.Stderr %q; want the daemon's status", r.Code, r.Stdout, r.Stderr)
+	// The total, not the last run's rows: at @every 1s an idle run can
+	// follow the first before status asks.
+	r := syncd.Run(t, nil, "status", "--config", path, "--state", state, "--json")
+	var st ops.Status
+	if r.Code != 0 || json.Unmarshal([]byte(r.Stdout), &st) != nil || len(st.Sources) != 1 || st.Sources[0].Name != "orders" || st.Sources[0].RowsWritten != 300 {
+		t.Fatalf("status over the admin socket: exit %d, r.Stdout %q, r.Stderr %q; want the daemon's status with 300 rows written to orders", r.Code, r.Stdout, r.Stderr)
 	}
 	r = syncd.Run(t, nil, "status", "--config", path, "--state", state, "--listen", daemon.DefaultListen)
 	if r.Code != 1 || !strings.Contains(r.Stderr, "holds another state file (/var/lib/other/syncd.db)") || r.Stdout != "" {
