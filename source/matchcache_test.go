@@ -16,7 +16,7 @@ import (
 
 // patternTables creates tables app.tFROM..app.tTO-1, each with a primary
 // key and the cursor column.
-func patternTables(t *testing.T, db *pgtest.DB, from, to int) {
+func patternTables(t testing.TB, db *pgtest.DB, from, to int) {
 	t.Helper()
 	var b strings.Builder
 	for i := from; i < to; i++ {
@@ -26,7 +26,7 @@ func patternTables(t *testing.T, db *pgtest.DB, from, to int) {
 }
 
 // patternConfig is the pattern source app.* with cursor [updated_at].
-func patternConfig(t *testing.T, db *pgtest.DB, tables string) *config.Config {
+func patternConfig(t testing.TB, db *pgtest.DB, tables string) *config.Config {
 	t.Helper()
 	c, err := config.Parse("app.yaml", []byte(fmt.Sprintf(`name: app
 source:

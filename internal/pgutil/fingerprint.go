@@ -78,20 +78,20 @@ func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (stri
 const tableFingerprintsSQL = `
 SELECT c.relname::text, md5(concat_ws('|',
   c.oid || ':' || c.xmin || ':' || c.relkind::text || ':' || n.oid || ':' || n.xmin,
-  (SELECT string_agg(a.attnum || ':' || a.xmin, ',' ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0),
-  (SELECT string_agg(d.oid || ':' || d.xmin, ',' ORDER BY d.oid) FROM pg_attrdef d WHERE d.adrelid = c.oid),
-  (SELECT string_agg(i.indexrelid || ':' || i.xmin || ':' || i.indisvalid || i.indisready || i.indislive, ',' ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid),
-  (SELECT string_agg(k.oid || ':' || k.xmin, ',' ORDER BY k.oid) FROM pg_constraint k WHERE k.conrelid = c.oid),
-  (SELECT string_agg(t.oid || ':' || t.xmin, ',' ORDER BY t.oid) FROM pg_type t
-     WHERE t.oid >= 16384 AND t.oid IN (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)),
-  (SELECT string_agg(s.oid || ':' || s.xmin || ':' || q.xmin, ',' ORDER BY s.oid)
+  coalesce((SELECT string_agg(a.attnum || ':' || a.xmin, ',' ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0), ''),
+  coalesce((SELECT string_agg(d.oid || ':' || d.xmin, ',' ORDER BY d.oid) FROM pg_attrdef d WHERE d.adrelid = c.oid), ''),
+  coalesce((SELECT string_agg(i.indexrelid || ':' || i.xmin || ':' || i.indisvalid || i.indisready || i.indislive, ',' ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid), ''),
+  coalesce((SELECT string_agg(k.oid || ':' || k.xmin, ',' ORDER BY k.oid) FROM pg_constraint k WHERE k.conrelid = c.oid), ''),
+  coalesce((SELECT string_agg(t.oid || ':' || t.xmin, ',' ORDER BY t.oid) FROM pg_type t
+     WHERE t.oid >= 16384 AND t.oid IN (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)), ''),
+  coalesce((SELECT string_agg(s.oid || ':' || s.xmin || ':' || q.xmin, ',' ORDER BY s.oid)
      FROM (SELECT d.objid FROM pg_depend d
            WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
            UNION
            SELECT unnest(ARRAY(SELECT d.refobjid FROM pg_depend d
                                WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass))
            FROM pg_attrdef ad WHERE ad.adrelid = c.oid) u(oid)
-     JOIN pg_class s ON s.oid = u.oid JOIN pg_sequence q ON q.seqrelid = s.oid)
+     JOIN pg_class s ON s.oid = u.oid JOIN pg_sequence q ON q.seqrelid = s.oid), '')
 ))
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
