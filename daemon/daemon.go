@@ -111,10 +111,12 @@ type Options struct {
 	OnConfig func(*config.Config)
 	// Expand, when set, matches a pattern source (config.IsPattern) against
 	// its catalog and returns a source per table that can be synced, and
-	// the tables it skips. The daemon calls it at start, on the pattern
-	// source's schedule (so new tables are picked up without a restart) and
-	// at each reload; without it pattern sources do not run.
-	Expand func(ctx context.Context, c *config.Config) ([]*config.Config, []syncsource.Skipped, error)
+	// the tables it skips (source.Expand). The daemon calls it at start, on
+	// the pattern source's schedule (so new tables are picked up without a
+	// restart) and at each reload, with the pattern's cache (a tick that
+	// finds the catalog unchanged describes no table) and its session pool
+	// in ctx; without it pattern sources do not run.
+	Expand func(ctx context.Context, c *config.Config, cache *syncsource.MatchCache) (syncsource.Expansion, error)
 
 	// Backoff paces the retries of transient faults.
 	Backoff retry.Backoff

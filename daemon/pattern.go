@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/ops"
 	syncsource "github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
@@ -18,8 +19,10 @@ import (
 // pattern source's name (each table's runs have their own series under
 // its own NAME.TABLE).
 type patternMetrics struct {
-	tables *prometheus.GaugeVec // by state: synced, skipped
-	failed *prometheus.GaugeVec
+	tables    *prometheus.GaugeVec // by state: synced, skipped
+	failed    *prometheus.GaugeVec
+	matches   *prometheus.CounterVec // by catalog: unchanged, changed
+	described *prometheus.CounterVec
 }
 
 func newPatternMetrics(reg prometheus.Registerer) *patternMetrics {
@@ -33,7 +36,15 @@ func newPatternMetrics(reg prometheus.Registerer) *patternMetrics {
 			Help: "1 when the last match of a pattern source against its catalog failed (its tables keep running as they were), else 0.",
 		}, []string{"source"}),
 	}
-	reg.MustRegister(m.tables, m.failed)
+	m.matches = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_pattern_matches_total",
+		Help: "Matches of a pattern source against its catalog that succeeded, by catalog: unchanged (no table described: every table's catalog fingerprint was the last match's) or changed (some tables described again).",
+	}, []string{"source", "catalog"})
+	m.described = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "syncd_pattern_tables_described_total",
+		Help: "Tables the matches of a pattern source described (read their columns, keys and cursor from the catalog): new tables and tables whose catalog changed since the last match.",
+	}, []string{"source"})
+	reg.MustRegister(m.tables, m.failed, m.matches, m.described)
 	return m
 }
 
@@ -53,13 +64,16 @@ type pattern struct {
 	// none written by this process yet).
 	recorded []watermark.SkippedTable
 	empty    bool // the last match found no table (logged once)
-	log      *slog.Logger
+	// cache keeps what the last match found, by table, under the tables'
+	// catalog fingerprints: a tick describes only the tables that changed.
+	cache *syncsource.MatchCache
+	log   *slog.Logger
 }
 
 // addPattern schedules a pattern source and matches it now, in the
 // background (a slow catalog must not hold up the daemon's start).
 func (d *daemon) addPattern(c *config.Config) {
-	p := &pattern{cfg: c, members: map[string]bool{}, skipped: map[string]string{}, log: d.log.With("source", c.Name)}
+	p := &pattern{cfg: c, members: map[string]bool{}, skipped: map[string]string{}, cache: &syncsource.MatchCache{}, log: d.log.With("source", c.Name)}
 	d.pmu.Lock()
 	d.patterns[c.Name] = p
 	d.pmu.Unlock()
@@ -104,6 +118,8 @@ func (d *daemon) removePattern(name string) {
 	d.apply(p, nil)
 	d.pm.tables.DeletePartialMatch(prometheus.Labels{"source": name})
 	d.pm.failed.DeletePartialMatch(prometheus.Labels{"source": name})
+	d.pm.matches.DeletePartialMatch(prometheus.Labels{"source": name})
+	d.pm.described.DeletePartialMatch(prometheus.Labels{"source": name})
 	d.m.RemovePattern(name)
 }
 
@@ -152,8 +168,11 @@ func (d *daemon) expand(name string) {
 		case <-ctx.Done():
 		}
 	}()
-	members, skipped, err := d.o.Expand(ctx, cfg)
+	// The match borrows a session of the runs' pool: an unchanged catalog
+	// costs its fingerprint query and the session's reset, no new session.
+	e, err := d.o.Expand(pgpool.With(ctx, d.pool), cfg, p.cache)
 	cancel()
+	members, skipped := e.Members, e.Skipped
 	if err != nil && d.stopped() {
 		return
 	}
@@ -163,6 +182,13 @@ func (d *daemon) expand(name string) {
 		return
 	}
 	d.pm.failed.WithLabelValues(name).Set(0)
+	catalog := "unchanged"
+	if e.Described > 0 {
+		catalog = "changed"
+	}
+	d.pm.described.WithLabelValues(name).Add(float64(e.Described))
+	d.pm.matches.WithLabelValues(name, catalog).Inc()
+	p.log.Debug("pattern source matched against its catalog", "catalog", catalog, "described", e.Described, "tables", len(members)+len(skipped))
 	d.pmu.Lock()
 	current := d.patterns[name] == p && p.cfg == cfg
 	d.pmu.Unlock()

@@ -7,11 +7,11 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/syncd/syncd/internal/sourceerr"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/sourceerr"
 )
 
 // Skipped is a table a pattern source matched but cannot sync, and why.
@@ -60,6 +60,9 @@ type Expansion struct {
 	// Warnings name the tables entries that match no table of the
 	// catalog, each at its file and line.
 	Warnings []string
+	// Described counts the tables this match described: with a
+	// MatchCache, only those whose catalog changed since the last match.
+	Described int
 }
 
 // Expand matches the pattern source c against the source catalog (ordinary
@@ -67,12 +70,18 @@ type Expansion struct {
 // returns one source per matched table that can be synced, sorted by name,
 // and the matched tables that cannot (a cursor column missing, no key, ...)
 // with the reason. An error means the catalog could not be read.
-func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped, error) {
-	e, err := ExpandAll(ctx, c)
-	return e.Members, e.Skipped, err
+//
+// With a cache (the daemon keeps one per pattern source), the match reads
+// the catalog fingerprint of every table of the schema in one round trip
+// and describes only the tables that are new or whose fingerprint changed
+// since the last match; the others keep what that match found (the same
+// *config.Config). A match of an unchanged catalog describes no table.
+// The session comes from the context's pool when it carries one.
+func Expand(ctx context.Context, c *config.Config, cache *MatchCache) (Expansion, error) {
+	return expand(ctx, c, "", cache)
 }
 
-// ExpandAll is Expand with the warnings about the tables entries.
+// ExpandAll is Expand with no cache, for a command that matches once.
 //
 // Each table's source takes the pattern's settings and its tables entry's.
 // A cursor from source.cursor whose last column is not unique in a table
@@ -80,7 +89,7 @@ func Expand(ctx context.Context, c *config.Config) ([]*config.Config, []Skipped,
 // says so): [last_update] becomes [last_update, film_id] in film and
 // [last_update, actor_id, film_id] in film_actor.
 func ExpandAll(ctx context.Context, c *config.Config) (Expansion, error) {
-	return expand(ctx, c, "")
+	return expand(ctx, c, "", nil)
 }
 
 // ExpandTable is ExpandAll for the pattern's table named table only (the
@@ -89,32 +98,38 @@ func ExpandAll(ctx context.Context, c *config.Config) (Expansion, error) {
 // catalog queries, not a few per table of the schema. A table it does not
 // match gives no member and no skipped entry.
 func ExpandTable(ctx context.Context, c *config.Config, table string) (Expansion, error) {
-	return expand(ctx, c, table)
+	return expand(ctx, c, table, nil)
 }
 
-func expand(ctx context.Context, c *config.Config, only string) (Expansion, error) {
-	conn, err := pgutil.Connect(ctx, c.Source.DSN, "source")
-	if err != nil {
-		return Expansion{}, pgutil.Locate(c, err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	pattern := c.Source.Ident
-	rows, err := conn.Query(ctx, `
-SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
-ORDER BY c.relname`, pattern.Schema)
-	if err != nil {
-		return Expansion{}, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
-	}
-	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return Expansion{}, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
-	}
-	// The unique keys of every table of the schema in one read, not one
-	// per table: a schema of hundreds of tables is matched in one round trip.
-	keys, err := schemaKeys(ctx, conn, pattern.Schema)
+func expand(ctx context.Context, c *config.Config, only string, cache *MatchCache) (Expansion, error) {
+	sess, err := OpenSession(ctx, c)
 	if err != nil {
 		return Expansion{}, err
+	}
+	e, err := expandOn(ctx, sess.Conn, c, only, cache)
+	if err != nil {
+		pgpool.Broken(ctx, sess.Conn)
+	}
+	// A session that cannot be given back is closed: nothing to report.
+	_ = sess.Release(ctx, "")
+	return e, err
+}
+
+// expandOn is expand on conn.
+func expandOn(ctx context.Context, conn *pgx.Conn, c *config.Config, only string, cache *MatchCache) (Expansion, error) {
+	pattern := c.Source.Ident
+	var (
+		names []string
+		fps   map[string]string
+		err   error
+	)
+	if cache != nil {
+		names, fps, err = pgutil.TableFingerprints(ctx, conn, pattern.Schema)
+	} else {
+		names, err = listTables(ctx, conn, pattern.Schema)
+	}
+	if err != nil {
+		return Expansion{}, fmt.Errorf("list the tables of schema %s for source %s (%s): %w", pattern.Schema, c.Name, c.Source.Table, err)
 	}
 	e := Expansion{Warnings: c.Unmatched(names)}
 	// A matched table that is the copy of another matched table (public.*
@@ -129,54 +144,96 @@ ORDER BY c.relname`, pattern.Schema)
 			}
 		}
 	}
+	last := cache.last(c)
+	found := map[string]matched{}
+	// The unique keys of every table of the schema in one read, not one
+	// per table, and only when a table is described: a schema of hundreds
+	// of tables is matched in one round trip, and an unchanged one in none.
+	var keys map[string]tableKeys
 	for _, name := range names {
 		t := config.Table{Schema: pattern.Schema, Name: name}
 		if !c.Match(t) || only != "" && name != only {
 			continue
 		}
-		skip := func(code, reason string) {
-			e.Skipped = append(e.Skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Reason: reason, Code: code})
-		}
 		if orig, ok := copyOf[t.String()]; ok {
-			skip(SkipCopyName, fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table))
+			e.Skipped = append(e.Skipped, Skipped{Name: config.MemberName(c.Name, name), Table: t, Code: SkipCopyName,
+				Reason: fmt.Sprintf("it has the name of the copy of %s (sink.table %s); if it is that copy, add it to source.exclude", orig, c.Sink.Table)})
 			continue
 		}
-		k := keys[name]
-		m, err := c.ForTable(t, k.primary)
-		if err != nil {
-			code := SkipOther
-			if len(k.primary) == 0 && len(c.Sink.Key) == 0 && len(c.Tables[name].Key) == 0 {
-				code = SkipNoPrimaryKey
-			}
-			skip(code, err.Error())
-			continue
-		}
-		tieBreak(m, k)
-		if _, err := Describe(ctx, conn, m); err != nil {
-			var fe *config.FieldError
-			if !errors.As(err, &fe) {
-				return Expansion{}, &sourceerr.SourceError{Source: m.Name, Err: err}
-			}
-			code := SkipCode(fe.Key, fe.Msg)
-			if c.Mode == config.ModeAuto && (code == SkipNoCursorColumn || code == SkipCursorNotUsable) {
-				// mode: auto syncs a table without a usable cursor by
-				// comparing it whole, when a key identifies its rows.
-				cm := m.AsCompare(fe.Msg)
-				if _, err := Describe(ctx, conn, cm); err == nil {
-					e.Members = append(e.Members, cm)
-					continue
+		m, ok := last[name]
+		if !ok || m.fp != fps[name] {
+			if keys == nil {
+				if keys, err = schemaKeys(ctx, conn, pattern.Schema); err != nil {
+					return Expansion{}, err
 				}
 			}
-			reason := fe.Key + ": " + fe.Msg
-			if code == SkipNoCursorColumn || code == SkipCursorNotUsable {
-				reason += fmt.Sprintf(" (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {%s: {cursor: [...]}})", name)
+			if m, err = matchTable(ctx, conn, c, t, keys[name]); err != nil {
+				return Expansion{}, err
 			}
-			skip(code, reason)
-			continue
+			m.fp = fps[name]
+			e.Described++
 		}
-		e.Members = append(e.Members, m)
+		found[name] = m
+		if m.member != nil {
+			e.Members = append(e.Members, m.member)
+		} else {
+			e.Skipped = append(e.Skipped, m.skipped)
+		}
 	}
+	cache.store(c, found)
 	return e, nil
+}
+
+// listTables lists the ordinary and partitioned tables of schema (not the
+// partitions), sorted.
+func listTables(ctx context.Context, conn *pgx.Conn, schema string) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
+ORDER BY c.relname`, schema)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// matchTable describes table t of the pattern source c, whose keys are k:
+// its source, or why it is skipped. An error means the catalog could not
+// be read.
+func matchTable(ctx context.Context, conn *pgx.Conn, c *config.Config, t config.Table, k tableKeys) (matched, error) {
+	skip := func(code, reason string) (matched, error) {
+		return matched{skipped: Skipped{Name: config.MemberName(c.Name, t.Name), Table: t, Reason: reason, Code: code}}, nil
+	}
+	m, err := c.ForTable(t, k.primary)
+	if err != nil {
+		code := SkipOther
+		if len(k.primary) == 0 && len(c.Sink.Key) == 0 && len(c.Tables[t.Name].Key) == 0 {
+			code = SkipNoPrimaryKey
+		}
+		return skip(code, err.Error())
+	}
+	tieBreak(m, k)
+	if _, err := Describe(ctx, conn, m); err != nil {
+		var fe *config.FieldError
+		if !errors.As(err, &fe) {
+			return matched{}, &sourceerr.SourceError{Source: m.Name, Err: err}
+		}
+		code := SkipCode(fe.Key, fe.Msg)
+		if c.Mode == config.ModeAuto && (code == SkipNoCursorColumn || code == SkipCursorNotUsable) {
+			// mode: auto syncs a table without a usable cursor by
+			// comparing it whole, when a key identifies its rows.
+			cm := m.AsCompare(fe.Msg)
+			if _, err := Describe(ctx, conn, cm); err == nil {
+				return matched{member: cm}, nil
+			}
+		}
+		reason := fe.Key + ": " + fe.Msg
+		if code == SkipNoCursorColumn || code == SkipCursorNotUsable {
+			reason += fmt.Sprintf(" (exclude it with source.exclude, or give it a cursor under tables:, such as tables: {%s: {cursor: [...]}})", t.Name)
+		}
+		return skip(code, reason)
+	}
+	return matched{member: m}, nil
 }
 
 // tableKeys are a table's primary key and unique keys (each valid,

@@ -62,3 +62,60 @@ func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (stri
 	}
 	return fp, nil
 }
+
+// tableFingerprintsSQL reads, in one round trip, a fingerprint of each
+// ordinary and partitioned table of a schema (not the partitions), by
+// name: what matching a pattern source against the catalog reads of a
+// table (source.Expand). Its pg_class row (a rename, a move to another
+// schema, a rewrite), its schema's row, its columns (added, dropped,
+// renamed, retyped, NOT NULL), defaults, indexes (their state flags too:
+// CREATE INDEX CONCURRENTLY validates an index in place), constraints
+// (a primary key, a unique key), the types of its columns, and the
+// sequences its defaults and identity columns take values from (their
+// settings in pg_sequence: CACHE, INCREMENT, CYCLE), each as oid and
+// xmin. A table created, dropped, renamed or moved in or out of the
+// schema changes the list of names.
+const tableFingerprintsSQL = `
+SELECT c.relname::text, md5(concat_ws('|',
+  c.oid || ':' || c.xmin || ':' || c.relkind::text || ':' || n.oid || ':' || n.xmin,
+  coalesce((SELECT string_agg(a.attnum || ':' || a.xmin, ',' ORDER BY a.attnum) FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0), ''),
+  coalesce((SELECT string_agg(d.oid || ':' || d.xmin, ',' ORDER BY d.oid) FROM pg_attrdef d WHERE d.adrelid = c.oid), ''),
+  coalesce((SELECT string_agg(i.indexrelid || ':' || i.xmin || ':' || i.indisvalid || i.indisready || i.indislive, ',' ORDER BY i.indexrelid) FROM pg_index i WHERE i.indrelid = c.oid), ''),
+  coalesce((SELECT string_agg(k.oid || ':' || k.xmin, ',' ORDER BY k.oid) FROM pg_constraint k WHERE k.conrelid = c.oid), ''),
+  coalesce((SELECT string_agg(t.oid || ':' || t.xmin, ',' ORDER BY t.oid) FROM pg_type t
+     WHERE t.oid >= 16384 AND t.oid IN (SELECT a.atttypid FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attnum > 0)), ''),
+  coalesce((SELECT string_agg(s.oid || ':' || s.xmin || ':' || q.xmin, ',' ORDER BY s.oid)
+     FROM (SELECT d.objid FROM pg_depend d
+           WHERE d.refclassid = 'pg_class'::regclass AND d.refobjid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+           UNION
+           SELECT unnest(ARRAY(SELECT d.refobjid FROM pg_depend d
+                               WHERE d.classid = 'pg_attrdef'::regclass AND d.objid = ad.oid AND d.refclassid = 'pg_class'::regclass))
+           FROM pg_attrdef ad WHERE ad.adrelid = c.oid) u(oid)
+     JOIN pg_class s ON s.oid = u.oid JOIN pg_sequence q ON q.seqrelid = s.oid), '')
+))
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = $1 AND c.relkind IN ('r','p') AND NOT c.relispartition
+ORDER BY c.relname`
+
+// TableFingerprints reads the names of the ordinary and partitioned tables
+// of schema (not the partitions), sorted, and a catalog fingerprint of each
+// (see tableFingerprintsSQL), in one round trip: a table whose fingerprint
+// is the one read before has had no DDL since that matters to a pattern
+// source's match.
+func TableFingerprints(ctx context.Context, conn *pgx.Conn, schema string) (names []string, fps map[string]string, err error) {
+	rows, err := conn.Query(ctx, tableFingerprintsSQL, schema)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the catalog fingerprints of the tables of schema %s: %w", schema, err)
+	}
+	fps = map[string]string{}
+	var name, fp string
+	_, err = pgx.ForEachRow(rows, []any{&name, &fp}, func() error {
+		names = append(names, name)
+		fps[name] = fp
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the catalog fingerprints of the tables of schema %s: %w", schema, err)
+	}
+	return names, fps, nil
+}
