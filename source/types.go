@@ -8,6 +8,10 @@ import (
 	"github.com/syncd/syncd/page"
 )
 
+// firstNormalOID is PostgreSQL's FirstNormalObjectId: every object with a
+// lower OID was made by initdb.
+const firstNormalOID = 16384
+
 // userTypes returns the user-defined types the columns need, each after the
 // types it is built on (a domain over an enum comes after the enum), so the
 // sink can create them in order. Built-in types are left out. A type that
@@ -26,7 +30,11 @@ func userTypes(ctx context.Context, conn *pgx.Conn, cols []page.Column) ([]page.
 			}
 			return nil
 		}
-		if seen[oid] {
+		if seen[oid] || oid < firstNormalOID {
+			// A type below FirstNormalObjectId is built in (initdb's, in
+			// pg_catalog or information_schema, never an extension's): the
+			// sink has it, and asking the catalog costs a round trip per
+			// column.
 			return nil
 		}
 		seen[oid] = true
