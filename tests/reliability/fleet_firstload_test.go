@@ -101,3 +101,63 @@ func TestFirstLoadOfAnotherReplicaNotTrusted(t *testing.T) {
 		t.Fatalf("copy holds %d rows, want %d", n, rows)
 	}
 }
+
+// TestFirstLoadStopsWhenItsLockIsLost: the run lock of a first load lives
+// on the run's sink session while its chunks commit on sessions of their
+// own. When that session is terminated (pg_terminate_backend, an
+// idle_session_timeout, a lost connection) the server releases the lock
+// and another replica may start the source: no chunk may commit after
+// that. A statement trigger on the copy records whether any session held
+// the source's run lock when each chunk wrote; a chunk that wrote without
+// it must not have committed.
+func TestFirstLoadStopsWhenItsLockIsLost(t *testing.T) {
+	const rows = 40_000
+	ctx := context.Background()
+	db := pgtest.NewDB(t)
+	namedTable(t, db.Pool, "src", rows)
+	db.Exec(t, `CREATE TABLE copy (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, val text)`)
+	db.Exec(t, `CREATE TABLE chunk_log (pid int, held boolean)`)
+	// runlock.Key of source fl writing public.copy.
+	db.Exec(t, `CREATE FUNCTION log_chunk() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  k bigint := hashtextextended('syncd:fl:public.copy', 0);
+BEGIN
+  INSERT INTO public.chunk_log SELECT pg_backend_pid(), EXISTS (SELECT 1 FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+      AND l.classid::bigint = (k >> 32) & 4294967295 AND l.objid::bigint = k & 4294967295);
+  RETURN NULL;
+END $$;
+CREATE TRIGGER log_chunk AFTER INSERT OR UPDATE ON copy FOR EACH STATEMENT EXECUTE FUNCTION log_chunk()`)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "fl.yaml", firstLoadYAML(db, "fl"))
+	state := filepath.Join(dir, "state.db")
+
+	p := startLoad(t, cfg, state)
+	p.WaitLogCount(t, time.Minute, 2, "first load chunk committed")
+	release := holdCopy(t, db) // the chunks after those in flight wait
+	var holder int
+	if err := db.Pool.QueryRow(ctx, `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+  AND classid::bigint = (hashtextextended('syncd:fl:public.copy', 0) >> 32) & 4294967295
+  AND objid::bigint = hashtextextended('syncd:fl:public.copy', 0) & 4294967295`).Scan(&holder); err != nil {
+		t.Fatalf("find the session holding the run lock: %v", err)
+	}
+	db.Exec(t, "SELECT pg_terminate_backend($1, 10000)", holder)
+	release()
+	r := p.Wait(t, 2*time.Minute)
+	var without int
+	if err := db.Pool.QueryRow(ctx, "SELECT count(*) FROM chunk_log WHERE NOT held").Scan(&without); err != nil {
+		t.Fatal(err)
+	}
+	if without > 0 {
+		t.Fatalf("%d chunks committed while no session held the source's run lock (another replica could run it); the run: %s", without, r)
+	}
+	if r.Code != 0 && !p.Output.Contains("lost the source's advisory lock") {
+		t.Fatalf("the run hit by the lost lock must say so: %s", r)
+	}
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("the next run: %s", r)
+	}
+	if n := sameRows(t, db.Pool, "src", db.Pool, "copy"); n != rows {
+		t.Fatalf("copy holds %d rows, want %d", n, rows)
+	}
+}
