@@ -107,12 +107,14 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 // that other process restarted empties the copy first (a rewritten source
 // heap), deleting the chunks this one committed; resumed, this load would
 // skip them and record a watermark past rows the copy lacks. Without it,
-// the run fills the copy as any run of a copy that holds rows does.
+// the run starts from the sink's record (follow), or fills the copy from
+// the start as any run without a watermark does. A hand-over, logged at
+// info.
 func (r *runner) forgetOthersLoad(rec, mine catalog.Record) error {
 	if r.st.FirstLoad == nil || sameStateFile(rec, mine) {
 		return nil
 	}
-	r.log.Warn("another syncd process claimed the copy since this state file's first load began and may have removed the chunks it committed: the load is not resumed, the copy is filled again from the start (by pages when it holds rows)",
+	r.log.Info("another syncd process claimed the copy since this state file's first load began, and may have removed the chunks this one committed: the load is not resumed; the run starts from the sink's record, or from the start",
 		"copy", rec.Copy, "last_writer", rec.Writer, "last_state_file", rec.StateFile)
 	if err := r.o.Store.Update(r.c.Name, func(st *watermark.State) error {
 		st.FirstLoad = nil
