@@ -231,6 +231,17 @@ func (l *Lock) Check(ctx context.Context) error {
 	return nil
 }
 
+// Verify fails with ErrLost when the lock's connection no longer answers,
+// whether or not the lock shares the sink's connection: writes that
+// commit on other connections (a first load's chunks) are not stopped by
+// a lost lock connection, and must ask before they commit.
+func (l *Lock) Verify(ctx context.Context) error {
+	if err := l.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("%w of %s: %w; another process may hold it now, so this run stops", ErrLost, l.source, err)
+	}
+	return nil
+}
+
 // Release gives the lock back (and closes its own connection).
 func (l *Lock) Release(ctx context.Context) error {
 	var err error

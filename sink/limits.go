@@ -122,6 +122,9 @@ func Explain(ctx context.Context, conn *pgx.Conn, c *config.Config, tables []str
 		return fmt.Errorf("%v: %w", err, cause)
 	}
 	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "57014" && strings.Contains(pgErr.Message, "statement timeout") {
+		return statementTimeout(ctx, conn, c, tables[0], err)
+	}
 	if !errors.As(err, &pgErr) || pgErr.Code != "55P03" {
 		return err
 	}
@@ -177,4 +180,27 @@ func unquoted(locked, tables []string) []string {
 		return tables
 	}
 	return out
+}
+
+// statementTimeout explains a statement on the sink that ran past the
+// session's statement_timeout: the stricter of sink.statement_timeout and
+// the one the sink's role, database or DSN sets, read back from the
+// session (best effort: "" when it cannot be).
+func statementTimeout(ctx context.Context, conn *pgx.Conn, c *config.Config, table string, err error) error {
+	limit := "its limit"
+	if conn != nil && !conn.IsClosed() {
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		var s string
+		if conn.QueryRow(qctx, "SELECT current_setting('statement_timeout')").Scan(&s) == nil {
+			limit = s
+		}
+		cancel()
+	}
+	own := "no limit of syncd's own"
+	if d := c.Sink.StatementTimeout.Duration; d > 0 {
+		own = d.String()
+	}
+	return fmt.Errorf("a statement on the copy %s ran past the sink session's statement_timeout (%s; sink.statement_timeout: %s, and the sink's role, database or DSN may set a stricter one): %w; "+
+		"raise the one that applies (sink.statement_timeout, or ALTER ROLE/ALTER DATABASE ... SET statement_timeout on the sink), or make the statements smaller (source.page_size, source.first_load.chunk_size)",
+		table, limit, own, err)
 }

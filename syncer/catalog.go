@@ -71,6 +71,9 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 		return nil, c.ErrorAt("source.table", &sourceerr.ResyncNeeded{Source: c.Name, Alt: "(or --from TIME) to rebuild it from the new table, or point source.table back",
 			Reason: fmt.Sprintf("the copy %s was made by source %s from %s, but the source now reads %s: resuming would mix the two tables' rows; ", rec.Copy, c.Name, rec.Source, id)})
 	}
+	if err := r.forgetOthersLoad(rec, mine); err != nil {
+		return nil, err
+	}
 	moved, err := r.follow(ctx, src, conn, &rec)
 	if err != nil {
 		return nil, err
@@ -96,6 +99,43 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	rs.Record(mine.Copy)
 	rec.Source = known
 	return &rec, nil
+}
+
+// forgetOthersLoad drops the state file's unfinished first load when
+// another state file (another replica, or a run --once elsewhere) claimed
+// the copy since: its chunks done may no longer be in the copy. A load
+// that other process restarted empties the copy first (a rewritten source
+// heap), deleting the chunks this one committed; resumed, this load would
+// skip them and record a watermark past rows the copy lacks. Without it,
+// the run starts from the sink's record (follow), or fills the copy from
+// the start as any run without a watermark does. A hand-over, logged at
+// info.
+func (r *runner) forgetOthersLoad(rec, mine catalog.Record) error {
+	if r.st.FirstLoad == nil || sameStateFile(rec, mine) {
+		return nil
+	}
+	r.log.Info("another syncd process claimed the copy since this state file's first load began, and may have removed the chunks this one committed: the load is not resumed; the run starts from the sink's record, or from the start",
+		"copy", rec.Copy, "last_writer", rec.Writer, "last_state_file", rec.StateFile)
+	if err := r.o.Store.Update(r.c.Name, func(st *watermark.State) error {
+		st.FirstLoad = nil
+		return nil
+	}); err != nil {
+		return err
+	}
+	r.st.FirstLoad = nil
+	return nil
+}
+
+// sameStateFile reports whether two records were claimed through the same
+// state file: the same path on the same host (writerName).
+func sameStateFile(a, b catalog.Record) bool {
+	host := func(w string) string {
+		if i := strings.LastIndex(w, " pid "); i >= 0 {
+			return w[:i]
+		}
+		return w
+	}
+	return a.StateFile == b.StateFile && host(a.Writer) == host(b.Writer)
 }
 
 // follow settles where the run starts when the state file and the sink's

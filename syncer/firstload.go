@@ -656,6 +656,15 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 				return err
 			}
 		}
+		// The chunk commits on the worker's session, not on the lock's: a
+		// lock lost meanwhile (its session terminated) lets another
+		// process run the source, so the chunk rolls back instead.
+		l.mu.Lock()
+		err = verifyLock(ctx, l.lock)
+		l.mu.Unlock()
+		if err != nil {
+			return err
+		}
 		return pgutil.Durable(ctx, tx)
 	})
 	if err != nil {

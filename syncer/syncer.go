@@ -447,6 +447,16 @@ func checkLock(ctx context.Context, lock kind.RunLock) error {
 	return lock.Check(ctx)
 }
 
+// verifyLock checks that the run still holds lock even where Check
+// trusts the sink's session to fail the commit (a lock on that session):
+// for writes that commit on sessions of their own.
+func verifyLock(ctx context.Context, lock kind.RunLock) error {
+	if v, ok := lock.(interface{ Verify(context.Context) error }); ok {
+		return v.Verify(ctx)
+	}
+	return checkLock(ctx, lock)
+}
+
 // newMarks writes the watermark of each committed page and reports it.
 func (r *runner) newMarks(prog *progress, record func(*watermark.State)) *marks {
 	// A page is reported (OnPage, the "page applied" line) once its

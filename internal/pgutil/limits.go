@@ -54,6 +54,13 @@ func ConnectSink(ctx context.Context, dsn string, l Limits) (*pgx.Conn, error) {
 // its sockets; a host that vanishes (a lost node) does not, and with the
 // operating system's default keepalive (two hours) its sources would wait
 // that long for another replica. With these, about a minute.
+//
+// And it turns idle_session_timeout off (PostgreSQL 14 and later): the
+// session that holds a run lock idles while a first load's chunks commit
+// on other sessions, and a pooled session idles between runs; the server
+// ending it would release the lock under a running load (which then
+// stops: no first load longer than the timeout could finish) or fail the
+// next run that borrows it.
 func applyLimits(ctx context.Context, conn *pgx.Conn, l Limits) error {
 	_, err := conn.Exec(ctx, LimitsSQL(l), pgx.QueryExecModeSimpleProtocol)
 	return err
@@ -69,6 +76,8 @@ FROM (SELECT name, setting::bigint AS have, CASE name WHEN 'lock_timeout' THEN %
 UNION ALL
 SELECT set_config(name, want, false)
 FROM pg_settings JOIN (VALUES ('tcp_keepalives_idle', '30'), ('tcp_keepalives_interval', '10'), ('tcp_keepalives_count', '3')) k(n, want) ON name = n
-WHERE source = 'default'`,
+WHERE source = 'default'
+UNION ALL
+SELECT set_config(name, '0', false) FROM pg_settings WHERE name = 'idle_session_timeout' AND setting <> '0'`,
 		l.Lock.Milliseconds(), l.Statement.Milliseconds())
 }

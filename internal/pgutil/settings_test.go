@@ -57,3 +57,23 @@ func TestSinkSessionKeepalives(t *testing.T) {
 		}
 	}
 }
+
+// A sink session runs without idle_session_timeout, whatever the DSN (or
+// the role or database) sets: the session holding a run lock idles while
+// a first load's chunks commit on other sessions.
+func TestSinkSessionNoIdleTimeout(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	conn, err := pgutil.ConnectSink(ctx, db.URL+"&options=-c%20idle_session_timeout%3D100ms", pgutil.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var got string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('idle_session_timeout')").Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "0" {
+		t.Fatalf("idle_session_timeout of a sink session is %q, want 0", got)
+	}
+}
