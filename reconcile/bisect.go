@@ -41,7 +41,11 @@ func (c *comparer) split(todo []segment) (kids []segment, bucket string) {
 	one := big.NewInt(1)
 	if len(todo) == 1 {
 		s := todo[0]
-		f := fanout(s.n, c.leaf)
+		per := c.leaf
+		if c.level == 0 && c.first > 0 {
+			per = c.first
+		}
+		f := fanout(s.n, per)
 		if !c.src.intKey && s.lo.Int64() == math.MinInt64 && s.hi.Int64() == math.MaxInt64 {
 			// The whole hash line: 2^b children of 2^(64-b) hashes, the
 			// child of o is o >> (64-b), shifted to start at 0.

@@ -15,10 +15,13 @@ type comparer struct {
 	src, dst *side
 	keyIdx   []int // positions of the key columns in the compared columns
 	leaf     int
-	level    int
-	log      *slog.Logger
-	rep      *Report
-	cov      *coverage
+	// first, when set, is the rows per child of the first level (leaf
+	// below it).
+	first int
+	level int
+	log   *slog.Logger
+	rep   *Report
+	cov   *coverage
 	// skip holds the keys the copy holds more than once: reported as
 	// duplicates, left out of the comparison.
 	skip map[string]bool
@@ -119,7 +122,7 @@ func (c *comparer) rawKey(r *row) []string {
 // change through a sync of a newer source row, which the source read then
 // sees past the watermark.
 func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
-	dstRows, srcRows, err := c.reread(ctx, keys)
+	dstRows, srcRows, err := c.reread(ctx, keys, false)
 	if err != nil {
 		return err
 	}
@@ -174,10 +177,28 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 }
 
 // reread reads the rows of keys on both sides, the copy first, by map key
-// (c.key), and counts them as fetched.
-func (c *comparer) reread(ctx context.Context, keys [][]string) (dstRows, srcRows map[string]*row, err error) {
+// (c.key), and counts them as fetched. With copyKeys the copy's rows hold
+// their key columns only: its key index answers without a visit to the
+// heap for each row.
+func (c *comparer) reread(ctx context.Context, keys [][]string, copyKeys bool) (dstRows, srcRows map[string]*row, err error) {
 	dstRows, srcRows = map[string]*row{}, map[string]*row{}
-	if err := c.dst.fetchKeys(ctx, keys, func(r row) { dstRows[c.key(&r)] = &r }); err != nil {
+	dst := c.dst
+	if copyKeys {
+		k := *c.dst
+		k.cols = k.keys
+		dst = &k
+	}
+	if err := dst.fetchKeys(ctx, keys, func(r row) {
+		if copyKeys {
+			// In place: the key columns at their places among the columns.
+			w := row{canon: make([][]byte, len(c.dst.cols)), raw: make([][]byte, len(c.dst.cols))}
+			for j, i := range c.keyIdx {
+				w.canon[i], w.raw[i] = r.canon[j], r.raw[j]
+			}
+			r = w
+		}
+		dstRows[c.key(&r)] = &r
+	}); err != nil {
 		return nil, nil, err
 	}
 	if err := c.src.fetchKeys(ctx, keys, func(r row) { srcRows[c.key(&r)] = &r }); err != nil {

@@ -82,7 +82,9 @@
 // alone (comparer.keyView: sides whose compared columns are the key and
 // whose sums take every source row in scope, whatever the watermark), so
 // each side can answer from its key index by an index-only scan
-// (preferIndex). It finds the copy's extra keys (rows deleted at the
+// (preferIndex); for an integer key each range is summed by its own range
+// scan of that index (side.ranged, rangedSQL), not placed in a hash table
+// of ranges. It finds the copy's extra keys (rows deleted at the
 // source) and the keys it lacks, re-reads each on both sides as above
 // (recheckKeys, by presence only), and with repair deletes the extra rows
 // through the sink, guarded by the copy row it re-read. Missing keys are

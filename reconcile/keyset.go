@@ -19,6 +19,14 @@ const CheckKeys = "keys"
 // streams instead of cutting it again (DefaultLeafRows for whole rows).
 const KeyLeafRows = 16
 
+// KeyFirstRows is the size of the first level's ranges in the key check of
+// an integer key, whose ranges are each read from the key's index: each
+// range costs an index descent and an aggregate (about 25 keys' worth of
+// summing), so ranges of 128 keys keep the first level within a fifth of
+// one sum over the index, and a differing range costs the next level 128
+// keys and 8 ranges before its 16-key leaves are streamed.
+const KeyFirstRows = 128
+
 // ErrNoKeyCheck is wrapped when the key check does not apply to a source:
 // a source in compare mode, or a copy whose key does not identify its rows.
 var ErrNoKeyCheck = errors.New("the key check does not apply")
@@ -140,12 +148,27 @@ func (c *comparer) keyView() *comparer {
 	// PostgreSQL's own hashes: hashint8extended is computed from the
 	// value, not its bytes, and costs half of hashing its text. Every
 	// query of the key view hashes the row of alias y.
+	//
+	// Seeded with the key itself: hashint8extended(k, 0) hashes only the
+	// low 32 bits of k xor its high 32 bits, so 1 and 2^32 hash alike;
+	// the seed mixes all 64 bits of k in, and two keys hash alike only by
+	// chance, about 2^-64 for a pair.
+	//
+	// Why the sums cannot hide a deleted row: a range is equal on both
+	// sides when its count of keys and the exact sum (numeric, no
+	// wrap-around) of its keys' 64-bit hashes are. A deleted or an extra
+	// key alone changes the count, so deletes are found without any
+	// probability. Only a range holding as many extra keys as missing
+	// ones with equal sums of hashes would look equal: for pseudo-random
+	// 64-bit hashes that is a chance of about 2^-64 per such range, once
+	// in ~10^19 checks of a range that differs that way; and the keys of
+	// the ranges that differ are compared themselves, not by hash.
 	intHash := src.intKey && src.hash("t") == fastHash("t")
 	for _, sd := range []*side{&src, &dst} {
 		sd.cols, sd.synced = sd.keys, ""
 		if intHash {
-			key := "y." + ident(sd.keys[0].Name)
-			sd.hash = func(string) string { return "hashint8extended((" + key + ")::int8, 0)" }
+			key := "(y." + ident(sd.keys[0].Name) + ")::int8"
+			sd.hash = func(string) string { return "hashint8extended(" + key + ", " + key + ")" }
 		}
 	}
 	// A key costs a few bytes to sum in the database and about 60 to
@@ -156,6 +179,13 @@ func (c *comparer) keyView() *comparer {
 		leaf = KeyLeafRows
 	}
 	k := &comparer{src: &src, dst: &dst, leaf: leaf, log: c.log, cov: c.cov, recheckWith: c.recheckKeys}
+	if src.intKey {
+		// Below the first level an integer key is read by index ranges
+		// anyway: a coarser first level costs fewer ranges and groups.
+		// A hash line scans the table at every level: there one level
+		// down to the leaves is cheaper.
+		k.first = KeyFirstRows
+	}
 	for i := range c.keyIdx {
 		k.keyIdx = append(k.keyIdx, i)
 	}
@@ -193,6 +223,9 @@ func (k *comparer) preferIndex(ctx context.Context) error {
 		if _, err := sd.conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
 			return fmt.Errorf("key check of %s %s: %w", sd.role, sd.table, err)
 		}
+		// An integer key with a unique index of its own: sum each range
+		// by a range scan of that index.
+		sd.ranged = sd.intKey && sd.guard.unique
 	}
 	return nil
 }
@@ -241,8 +274,9 @@ func keyKind(s, d *row) kind {
 // and records each still differing by presence; with repair, the extra
 // copy rows are deleted, each guarded by the key and cursor values read
 // here, so a row a concurrent sync has just written is left to it.
+// Without repair the copy's keys alone are read: presence needs no more.
 func (c *comparer) recheckKeys(ctx context.Context, keys [][]string) error {
-	dstRows, srcRows, err := c.reread(ctx, keys)
+	dstRows, srcRows, err := c.reread(ctx, keys, c.repair == nil)
 	if err != nil {
 		return err
 	}

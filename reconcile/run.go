@@ -155,22 +155,39 @@ func open(ctx context.Context, cfg *config.Config, states StateReader, o Options
 			closeAll()
 		}
 	}()
-	opened, err := source.Open(ctx, cfg)
+	// Both sides at once: each costs a connection and its round trips.
+	// The source's error comes first, as when they were opened in turn.
+	var opened *source.Reader
+	var guard keyGuard
+	var srcErr, dstErr error
+	dstCtx, cancelDst := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if dst, dstErr = sink.OpenPostgres(dstCtx, cfg); dstErr == nil {
+			guard, dstErr = readKeyGuard(dstCtx, dst.Conn(), cfg.Sink.Ident, cfg.Sink.Key)
+		}
+	}()
+	if opened, srcErr = source.Open(ctx, cfg); srcErr != nil {
+		cancelDst() // no use for the copy: do not wait for its server
+	}
+	<-done
+	closeAll = func() {
+		cancelDst()
+		if dst != nil {
+			dst.Close(context.WithoutCancel(ctx))
+		}
+		if opened != nil {
+			opened.Close(context.WithoutCancel(ctx))
+		}
+	}
+	if err = srcErr; err == nil {
+		err = dstErr
+	}
 	if err != nil {
 		return nil, nil, false, closeAll, err
 	}
 	var src pgSource = opened
-	closeAll = func() { src.Close(context.WithoutCancel(ctx)) }
-	if dst, err = sink.OpenPostgres(ctx, cfg); err != nil {
-		return nil, nil, false, closeAll, err
-	}
-	closeSrc := closeAll
-	closeAll = func() { dst.Close(context.WithoutCancel(ctx)); closeSrc() }
-	dstTable := cfg.Sink.Ident
-	guard, err := readKeyGuard(ctx, dst.Conn(), dstTable, cfg.Sink.Key)
-	if err != nil {
-		return nil, nil, false, closeAll, err
-	}
 	if !guard.exists {
 		return nil, nil, false, closeAll, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
 	}
@@ -182,6 +199,7 @@ func open(ctx context.Context, cfg *config.Config, states StateReader, o Options
 		if _, err := dst.Check(ctx, src.Table().Columns); err != nil {
 			return nil, nil, false, closeAll, err
 		}
+		dst.Trust() // checked just now: Prepare need not check again
 		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 			return nil, nil, false, closeAll, err
 		}
