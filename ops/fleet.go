@@ -50,8 +50,8 @@ type FleetSource struct {
 	// The last run and the freshness (now minus the point up to which the
 	// copy was last known to hold every source row), from the answering
 	// daemon's own state file: set by GET /status?fleet=1 for the copies
-	// that daemon claimed last (Writer is Replica). Another replica's
-	// runs are in its state file; an idle run moves no sink record.
+	// that daemon claimed last (Writer is Replica). Every copy's last
+	// run, whichever replica ran it, is in the Run fields below.
 	LastRunAt        string   `json:"last_run_at,omitempty"`
 	LastStatus       string   `json:"last_status,omitempty"`
 	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
