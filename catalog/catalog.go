@@ -12,6 +12,11 @@
 // file is lost, older than the sink, or ahead of a sink restored from a
 // backup (docs/WATERMARK.md, "The sink's record").
 //
+// Each record also says how the copy's last recorded run ended (when, the
+// read bound it reached, whether it caught up, and the point up to which
+// the copy holds every source row), so that any replica of a fleet can
+// tell how fresh a copy is that another replica runs (run.go).
+//
 // The catalog lives in the schema syncd, created on first use and
 // upgraded in place under an advisory lock, so several processes may
 // start on one sink at once.
@@ -36,7 +41,7 @@ const Schema = "syncd"
 
 // Version is the catalog format this build writes. A catalog of a newer
 // version is refused, never rewritten.
-const Version = 1
+const Version = 2
 
 // ErrNewer is wrapped by Ensure's error when the catalog was written by a
 // newer syncd.
@@ -107,6 +112,13 @@ type Record struct {
 	ResyncedAt   time.Time
 	RegisteredAt time.Time
 	UpdatedAt    time.Time
+	// Run is how the copy's last recorded run ended (zero RunAt: none
+	// recorded yet, or a catalog of format 1).
+	Run Run
+	// ReadAt is the sink's clock when the record was read: the ages of
+	// UpdatedAt and Run.At are measured from it, never from this host's
+	// clock.
+	ReadAt time.Time
 }
 
 // ddl creates the catalog's tables in the schema syncd (created first,
@@ -132,6 +144,21 @@ CREATE TABLE IF NOT EXISTS syncd.copies (
 );
 INSERT INTO syncd.catalog_version (version) VALUES (1) ON CONFLICT (one) DO NOTHING`
 
+// migrations[v] upgrades a catalog of format v to v+1, in the transaction
+// that holds the catalog's advisory lock; each ends by setting the new
+// version. A catalog is created at format 1 by ddl and upgraded from
+// there, so a new catalog and an upgraded one are the same.
+var migrations = map[int]string{
+	// 2: how each copy's last run ended (run.go).
+	1: `ALTER TABLE syncd.copies
+  ADD COLUMN IF NOT EXISTS run_at        timestamptz,
+  ADD COLUMN IF NOT EXISTS run_bound     timestamptz,
+  ADD COLUMN IF NOT EXISTS run_caught_up boolean,
+  ADD COLUMN IF NOT EXISTS caught_up     timestamptz,
+  ADD COLUMN IF NOT EXISTS run_every     interval;
+UPDATE syncd.catalog_version SET version = 2`,
+}
+
 // Ensure creates the catalog in conn's database when it is missing, and
 // upgrades an older one in place. It costs one query when the catalog is
 // there. Creating it takes an advisory transaction lock, so that processes
@@ -147,6 +174,7 @@ func Ensure(ctx context.Context, conn *pgx.Conn) error {
 	case err != nil && !errors.Is(err, errNoCatalog):
 		return createError(ctx, conn, err)
 	}
+	from := v // 0: no catalog yet
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended('syncd catalog', 0))"); err != nil {
 			return err
@@ -163,12 +191,36 @@ func Ensure(ctx context.Context, conn *pgx.Conn) error {
 		if _, err := tx.Exec(ctx, ddl); err != nil {
 			return err
 		}
+		// Another process may have upgraded it while this one waited for
+		// the lock: the version is read again under it.
+		var at int
+		if err := tx.QueryRow(ctx, "SELECT version FROM syncd.catalog_version").Scan(&at); err != nil {
+			return err
+		}
+		for ; at < Version; at++ {
+			if _, err := tx.Exec(ctx, migrations[at]); err != nil {
+				return fmt.Errorf("upgrade it from format %d to %d: %w", at, at+1, err)
+			}
+		}
 		return pgutil.Durable(ctx, tx)
 	})
 	if err != nil {
+		if from > 0 {
+			return upgradeError(from, err)
+		}
 		return createError(ctx, conn, err)
 	}
 	return nil
+}
+
+// upgradeError explains a catalog of format from that could not be
+// upgraded: ALTER TABLE needs the owner of syncd.copies.
+func upgradeError(from int, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		return fmt.Errorf("upgrade syncd's catalog (schema syncd) in the sink database from format %d to %d: %w; only the owner of syncd.copies may: run this syncd once as that role, or have it run the upgrade by hand (docs/WATERMARK.md, \"The sink's record\")", from, Version, err)
+	}
+	return fmt.Errorf("upgrade syncd's catalog (schema syncd) in the sink database from format %d to %d: %w", from, Version, err)
 }
 
 // version reads the catalog's version, in one round trip; an error when
@@ -181,7 +233,13 @@ func version(ctx context.Context, conn *pgx.Conn) (int, error) {
 		return 0, errNoCatalog
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, fmt.Errorf("syncd's catalog in the sink has no version (the row of syncd.catalog_version was deleted): restore it with INSERT INTO syncd.catalog_version (version) VALUES (%d)", Version)
+		// The format its columns say: run_at came with format 2.
+		format := 1
+		var two bool
+		if conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('syncd.copies') AND attname = 'run_at' AND NOT attisdropped)").Scan(&two) == nil && two {
+			format = 2
+		}
+		return 0, fmt.Errorf("syncd's catalog in the sink has no version (the row of syncd.catalog_version was deleted): restore it with INSERT INTO syncd.catalog_version (version) VALUES (%d)", format)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read the syncd catalog's version: %w", err)
@@ -204,19 +262,33 @@ func createError(ctx context.Context, conn *pgx.Conn, err error) error {
 	return fmt.Errorf("create syncd's catalog (schema syncd) in the sink database: %w", err)
 }
 
-const columns = `copy_table, source_name, source, cursor, pages, rows, writer, state_file, resynced_at, registered_at, updated_at`
+const columns = `copy_table, source_name, source, cursor, pages, rows, writer, state_file, resynced_at, registered_at, updated_at, ` + runColumns + `, now()`
+
+// columnsOf is the select list of a record in a catalog of format v: a
+// catalog of format 1 (read by a process that does not upgrade it, such
+// as status) has no run columns.
+func columnsOf(v int) string {
+	if v >= 2 {
+		return columns
+	}
+	return strings.Replace(columns, runColumns, noRunColumns, 1)
+}
 
 func scan(row pgx.Row) (Record, error) {
 	var r Record
 	var src []byte
-	var resynced *time.Time
-	err := row.Scan(&r.Copy, &r.SourceName, &src, &r.Cursor, &r.Pages, &r.Rows, &r.Writer, &r.StateFile, &resynced, &r.RegisteredAt, &r.UpdatedAt)
+	var resynced, runAt, bound, caughtUp *time.Time
+	var runCaught *bool
+	var every *float64
+	err := row.Scan(&r.Copy, &r.SourceName, &src, &r.Cursor, &r.Pages, &r.Rows, &r.Writer, &r.StateFile, &resynced, &r.RegisteredAt, &r.UpdatedAt,
+		&runAt, &bound, &runCaught, &caughtUp, &every, &r.ReadAt)
 	if err != nil {
 		return r, err
 	}
 	if resynced != nil {
 		r.ResyncedAt = *resynced
 	}
+	r.Run = runOf(runAt, bound, runCaught, caughtUp, every)
 	if err := json.Unmarshal(src, &r.Source); err != nil {
 		return r, fmt.Errorf("read the syncd catalog's record of %s: %w", r.Copy, err)
 	}
@@ -226,12 +298,13 @@ func scan(row pgx.Row) (Record, error) {
 // Read returns the record of copy; found is false when there is none (or
 // no catalog at all: Read never creates it).
 func Read(ctx context.Context, conn *pgx.Conn, copy string) (rec Record, found bool, err error) {
-	if _, err := version(ctx, conn); errors.Is(err, errNoCatalog) {
+	v, err := version(ctx, conn)
+	if errors.Is(err, errNoCatalog) {
 		return Record{}, false, nil
 	} else if err != nil {
 		return Record{}, false, err
 	}
-	rec, err = scan(conn.QueryRow(ctx, "SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", copy))
+	rec, err = scan(conn.QueryRow(ctx, "SELECT "+columnsOf(v)+" FROM syncd.copies WHERE copy_table = $1", copy))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Record{}, false, nil
 	}
@@ -316,16 +389,22 @@ func SetCursor(ctx context.Context, conn *pgx.Conn, copy string, cursor []string
 }
 
 // MarkSQL is the statement a page's transaction runs to move the copy's
-// record to mark, the page's last cursor, counting the page and its rows.
-// It is plain SQL with literals, so that it can travel in a page's
-// pipelined round trip (the simple query protocol).
-func MarkSQL(copy string, mark []string, rows int) string {
+// record to mark, the page's last cursor, counting the page and its rows;
+// with run (the last page of a run that caught up), it records the run's
+// end too (run.go), at no cost but a few bytes of the row it writes
+// anyway. It is plain SQL with literals, so that it can travel in a
+// page's pipelined round trip (the simple query protocol).
+func MarkSQL(copy string, mark []string, rows int, run *Run) string {
 	vals := make([]string, len(mark))
 	for i, v := range mark {
 		vals[i] = literal(v)
 	}
-	return "UPDATE syncd.copies SET cursor = ARRAY[" + strings.Join(vals, ", ") + "]::text[], pages = pages + 1, rows = rows + " +
-		strconv.Itoa(rows) + ", updated_at = now() WHERE copy_table = " + literal(copy)
+	q := "UPDATE syncd.copies SET cursor = ARRAY[" + strings.Join(vals, ", ") + "]::text[], pages = pages + 1, rows = rows + " +
+		strconv.Itoa(rows) + ", updated_at = now()"
+	if run != nil {
+		q += ", " + run.set()
+	}
+	return q + " WHERE copy_table = " + literal(copy)
 }
 
 // literal quotes s as an escape string literal, which reads the same

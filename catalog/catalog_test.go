@@ -64,7 +64,7 @@ func TestNewerCatalogRefused(t *testing.T) {
 	// A catalog whose version row was deleted names the statement that
 	// restores it.
 	db.Exec(t, "DELETE FROM syncd.catalog_version")
-	if err := catalog.Ensure(context.Background(), conn); err == nil || !strings.Contains(err.Error(), "INSERT INTO syncd.catalog_version (version) VALUES (1)") {
+	if err := catalog.Ensure(context.Background(), conn); err == nil || !strings.Contains(err.Error(), "INSERT INTO syncd.catalog_version (version) VALUES (2)") {
 		t.Fatalf("Ensure on a catalog without its version: %v", err)
 	}
 }
@@ -88,7 +88,7 @@ func TestMarkRecordsCursorExactly(t *testing.T) {
 		if _, err := conn.Exec(ctx, "SET standard_conforming_strings = "+scs); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := conn.Exec(ctx, catalog.MarkSQL(copyName, mark, 7)); err != nil {
+		if _, err := conn.Exec(ctx, catalog.MarkSQL(copyName, mark, 7, nil)); err != nil {
 			t.Fatalf("standard_conforming_strings %s: %v", scs, err)
 		}
 		rec, ok, err := catalog.Read(ctx, conn, copyName)

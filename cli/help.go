@@ -53,8 +53,14 @@ configured sources (each table of a pattern source too) as its sink
 database records it, whichever process ran it: the writer that last
 claimed it (HOST pid PID), whether a run holds its lock now, the cursor of
 the last page applied and how long ago, by the sink's clock, a page or a
-hand-over last moved it. It reads the sinks, not the state file; a sink
-that cannot be read is named below the table, and the exit code is 1.
+hand-over last moved it, and its last run: how long ago it ended, whether
+it caught up, and the copy's lag behind the source (an idle run records
+itself at most every 30 s or schedule period, whichever is longer,
+$SYNCD_RECORD_EVERY; a run with pages, with its last page). A record that
+nothing moved for three of those intervals is marked stale, with a line
+below the table: its replica is gone, or one run has been going that long.
+It reads the sinks, not the state file; a sink that cannot be read is
+named below the table, and the exit code is 1.
 `,
 	"validate": `Usage: syncd validate [--config PATH] [flags]
 

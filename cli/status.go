@@ -23,7 +23,7 @@ func cmdStatus(ctx context.Context, env *Env, args []string) error {
 	fs.StringVar(&output, "o", "", "output format: text (the default, a table that fits 120 columns), wide (a table with every column) or json")
 	fs.StringVar(&output, "output", "", "the same as -o")
 	withSink := fs.Bool("sink", false, "also read each copy's record in its sink database (syncd's catalog) and show it beside the state file's watermark; needs the DSNs")
-	fleet := fs.Bool("fleet", false, "show every copy of the configured sources as their sink databases record it, whichever replica runs it: the process that last claimed it, whether a run holds it now, its cursor and when a page last moved it; reads the sinks (needs the DSNs), not the state file")
+	fleet := fs.Bool("fleet", false, "show every copy of the configured sources as their sink databases record it, whichever replica runs it: the process that last claimed it, whether a run holds it now, its cursor, when a page last moved it, its last run, whether it caught up, its lag and whether its record is stale; reads the sinks (needs the DSNs), not the state file")
 	var a adminFlags
 	a.register(fs)
 	if err := parse(env, fs, args, &c); err != nil {

@@ -27,16 +27,16 @@ func printFleet(w io.Writer, st FleetStatus, format string) error {
 		return enc.Encode(st)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tWRITER\tRUNNING\tCURSOR\tPAGES\tLAST UPDATE")
-	var problems []string
+	fmt.Fprintln(tw, "SOURCE\tWRITER\tRUNNING\tCURSOR\tPAGES\tLAST UPDATE\tLAST RUN\tCAUGHT UP\tLAG")
+	var problems, stale []string
 	for _, s := range st.Sources {
 		switch {
 		case s.Error != "":
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tunreadable\n", s.Name)
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t-\tunreadable\t-\t-\t-\n", s.Name)
 			problems = append(problems, fmt.Sprintf("%s: the sink's record could not be read: %s", s.Name, s.Error))
 			continue
 		case !s.Found:
-			fmt.Fprintf(tw, "%s\t-\tno\t-\t-\tnever (no run has claimed %s yet)\n", s.Name, s.Sink)
+			fmt.Fprintf(tw, "%s\t-\tno\t-\t-\tnever (no run has claimed %s yet)\t-\t-\t-\n", s.Name, s.Sink)
 			continue
 		}
 		cursor := "-"
@@ -51,12 +51,27 @@ func printFleet(w io.Writer, st FleetStatus, format string) error {
 		if s.SinceUpdateSeconds != nil {
 			last = durationText(secondsDuration(*s.SinceUpdateSeconds)) + " ago"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", s.Name, s.Writer, running, cursor, s.Pages, last)
+		run, caught := "-", "-"
+		if s.SinceRunSeconds != nil {
+			run = durationText(secondsDuration(*s.SinceRunSeconds)) + " ago"
+		}
+		if s.RunCaughtUp != nil {
+			caught = "no"
+			if *s.RunCaughtUp {
+				caught = "yes"
+			}
+		}
+		if s.Stale {
+			run += ", stale"
+			stale = append(stale, fmt.Sprintf("%s: stale: nothing moved its record for more than %s (%d × the %s its writer records an idle run at most): the writer %s has stopped or lost the sink, or one run has been going that long; another replica takes the source over at its next tick once the run lock is free",
+				s.Name, durationText(secondsDuration(s.StaleAfterSeconds)), ops.StaleAfter, durationText(secondsDuration(s.RecordEverySeconds)), s.Writer))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", s.Name, s.Writer, running, cursor, s.Pages, last, run, caught, secondsText(s.LagSeconds))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	for _, p := range problems {
+	for _, p := range append(problems, stale...) {
 		fmt.Fprintln(w, p)
 	}
 	return nil

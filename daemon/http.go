@@ -133,9 +133,9 @@ func (d *daemon) status(w http.ResponseWriter, r *http.Request) {
 // fleet serves every source of the fleet (the replicas started with the
 // same configuration) as the sinks record it, from whichever replica is
 // asked: the replica that claimed each copy last ("HOST pid PID"), whether
-// a run holds it now, and when a page last moved it; for the copies this
-// replica claimed last, also its last run and freshness from its own
-// state file. It answers 200 with the sinks it could not read named in
+// a run holds it now, when a page last moved it, and how its last
+// recorded run ended (ops.FleetSource); for the copies this replica
+// claimed last, also its last run and freshness from its own state file. It answers 200 with the sinks it could not read named in
 // their sources' error (as `syncd status --fleet --json` prints them).
 func (d *daemon) fleet(w http.ResponseWriter, r *http.Request) {
 	cfgs := d.configs()

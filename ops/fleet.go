@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/sink"
+	"github.com/syncd/syncd/syncer"
 )
 
 // FleetStatus is what `syncd status --fleet --json` prints: every copy of
@@ -48,12 +50,42 @@ type FleetSource struct {
 	// The last run and the freshness (now minus the point up to which the
 	// copy was last known to hold every source row), from the answering
 	// daemon's own state file: set by GET /status?fleet=1 for the copies
-	// that daemon claimed last (Writer is Replica). Another replica's
-	// runs are in its state file; an idle run moves no sink record.
+	// that daemon claimed last (Writer is Replica). Every copy's last
+	// run, whichever replica ran it, is in the Run fields below.
 	LastRunAt        string   `json:"last_run_at,omitempty"`
 	LastStatus       string   `json:"last_status,omitempty"`
 	FreshnessSeconds *float64 `json:"freshness_seconds,omitempty"`
+	// How the copy's last recorded run ended, from the sink's record, the
+	// same from every replica whichever ran it (package catalog, Run): a
+	// run records its end with its last page, or, when idle, at most once
+	// per RecordEverySeconds. RunAt is when it ended and SinceRunSeconds
+	// how long ago, by the sink's clock; RunBound the read bound it
+	// reached; RunCaughtUp whether it read every committed row below it.
+	RunAt           string   `json:"run_at,omitempty"`
+	SinceRunSeconds *float64 `json:"since_run_seconds,omitempty"`
+	RunBound        string   `json:"run_bound,omitempty"`
+	RunCaughtUp     *bool    `json:"run_caught_up,omitempty"`
+	// CaughtUp is the point up to which the copy holds every committed
+	// source row, by the last recorded run that caught up; LagSeconds is
+	// the sink's clock minus it: how far behind the source the copy is
+	// known to be (at most RecordEverySeconds more than the writer's own
+	// freshness).
+	CaughtUp   string   `json:"caught_up,omitempty"`
+	LagSeconds *float64 `json:"lag_seconds,omitempty"`
+	// RecordEverySeconds is how often, at most, the writer records an
+	// idle run (the recorded one, else what this syncd would use for the
+	// source's schedule). Stale is set when nothing moved the record (no
+	// run's end, no page) for StaleAfterSeconds, three of those: the
+	// writer has stopped, or lost its way to the sink, or one run has been
+	// going that long (a first load records nothing until it ends).
+	RecordEverySeconds float64 `json:"record_every_seconds,omitempty"`
+	StaleAfterSeconds  float64 `json:"stale_after_seconds,omitempty"`
+	Stale              bool    `json:"stale"`
 }
+
+// StaleAfter is how many recording intervals of a copy's record may pass
+// without a run's end or a page before the fleet status calls it stale.
+const StaleAfter = 3
 
 // WithOwn sets Replica to me and fills the last run and the freshness of
 // the copies me claimed last from st, the status of me's own state file.
@@ -123,7 +155,7 @@ func readFleet(ctx context.Context, cfgs []*config.Config) []FleetSource {
 		found := false
 		for _, r := range recs {
 			if r.Name == c.Name && r.Sink == c.Sink.Ident.String() || c.IsPattern() && strings.HasPrefix(r.Name, c.Name+".") {
-				out = append(out, r)
+				out = append(out, withStale(r, c))
 				found = true
 			}
 		}
@@ -137,34 +169,15 @@ func readFleet(ctx context.Context, cfgs []*config.Config) []FleetSource {
 // fleetRecords reads every record of the sink's catalog (none when there
 // is no catalog yet), with whether the copy's run lock is held now.
 func fleetRecords(ctx context.Context, conn *pgx.Conn) ([]FleetSource, error) {
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass('syncd.copies') IS NOT NULL").Scan(&exists); err != nil || !exists {
+	recs, err := catalog.List(ctx, conn)
+	if err != nil || len(recs) == 0 {
 		return nil, err
 	}
-	rows, err := conn.Query(ctx, `
-SELECT source_name, copy_table, writer, state_file, cursor, pages, rows, updated_at,
-       extract(epoch FROM now() - updated_at)::float8
-FROM syncd.copies`)
-	if err != nil {
-		return nil, fmt.Errorf("read syncd's catalog (syncd.copies) in the sink: %w", err)
-	}
-	var out []FleetSource
-	var keys []string
-	for rows.Next() {
-		var f FleetSource
-		var at time.Time
-		var since float64
-		if err := rows.Scan(&f.Name, &f.Sink, &f.Writer, &f.StateFile, &f.Cursor, &f.Pages, &f.Rows, &at, &since); err != nil {
-			return nil, fmt.Errorf("read syncd's catalog (syncd.copies) in the sink: %w", err)
-		}
-		f.Found = true
-		f.UpdatedAt = timeText(at)
-		f.SinceUpdateSeconds = &since
-		out = append(out, f)
-		keys = append(keys, runlock.Key(runlock.Target{Source: f.Name, Writes: f.Sink}))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read syncd's catalog (syncd.copies) in the sink: %w", err)
+	out := make([]FleetSource, 0, len(recs))
+	keys := make([]string, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, fleetSource(r))
+		keys = append(keys, runlock.Key(runlock.Target{Source: r.SourceName, Writes: r.Copy}))
 	}
 	// Running: a session holds the copy's run lock now (runlock).
 	lockRows, err := conn.Query(ctx, `
@@ -185,6 +198,44 @@ FROM unnest($1::text[]) WITH ORDINALITY AS u(k, n) ORDER BY n`, keys)
 		out[i].Running = i < len(held) && held[i]
 	}
 	return out, nil
+}
+
+// fleetSource is a catalog record in the fleet status, its ages measured
+// by the sink's clock when it was read.
+func fleetSource(r catalog.Record) FleetSource {
+	since := func(t time.Time) *float64 {
+		s := r.ReadAt.Sub(t).Round(time.Millisecond).Seconds()
+		return &s
+	}
+	f := FleetSource{Name: r.SourceName, Sink: r.Copy, Found: true, Writer: r.Writer, StateFile: r.StateFile,
+		Cursor: r.Cursor, Pages: r.Pages, Rows: r.Rows, UpdatedAt: timeText(r.UpdatedAt), SinceUpdateSeconds: since(r.UpdatedAt)}
+	run := r.Run
+	if !run.At.IsZero() {
+		caught := run.CaughtUp
+		f.RunAt, f.SinceRunSeconds, f.RunCaughtUp = timeText(run.At), since(run.At), &caught
+		f.RunBound = TimeText(run.Bound)
+		f.RecordEverySeconds = run.Every.Seconds()
+	}
+	if !run.Fresh.IsZero() {
+		f.CaughtUp, f.LagSeconds = timeText(run.Fresh), since(run.Fresh)
+	}
+	return f
+}
+
+// withStale sets how often the copy's record is written (the writer's
+// interval, else this syncd's for c's schedule) and whether it is stale:
+// neither a run's end nor a page moved it for StaleAfter intervals.
+func withStale(f FleetSource, c *config.Config) FleetSource {
+	if f.RecordEverySeconds == 0 {
+		f.RecordEverySeconds = max(syncer.DefaultRecordEvery, config.Period(c.Schedule, time.Now())).Seconds()
+	}
+	f.StaleAfterSeconds = StaleAfter * f.RecordEverySeconds
+	age := f.SinceUpdateSeconds
+	if f.SinceRunSeconds != nil && (age == nil || *f.SinceRunSeconds < *age) {
+		age = f.SinceRunSeconds
+	}
+	f.Stale = age != nil && *age > f.StaleAfterSeconds
+	return f
 }
 
 // timeText renders a time as RFC 3339 in UTC with microseconds.

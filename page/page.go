@@ -4,6 +4,8 @@
 // version.
 package page
 
+import "time"
+
 // Column describes one selected source column.
 type Column struct {
 	Name    string
@@ -39,6 +41,19 @@ type Page struct {
 	// is empty (a coupon campaign's grant page, granted by one statement on
 	// the sink's server from its frozen targets).
 	Span *Span
+	// End, set on the last page of a run that catches up (with Mark), is
+	// how the run ended: a sink that records its position records the run
+	// with the page's mark, instead of in a statement of its own.
+	End *RunEnd
+}
+
+// RunEnd is how a run that caught up ended (Page.End): the read bound it
+// reached (zero: none), the point up to which the copy then holds every
+// committed source row, and how often, at most, its writer records an
+// idle run.
+type RunEnd struct {
+	Bound, Fresh time.Time
+	Every        time.Duration
 }
 
 // Span is the range of a page whose rows are not carried (Page.Span).

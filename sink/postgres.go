@@ -79,7 +79,11 @@ func (s *Postgres) markSQL(p page.Page) string {
 	if s.record == "" || p.Mark == nil {
 		return ""
 	}
-	return catalog.MarkSQL(s.record, p.Mark, len(p.Rows))
+	var run *catalog.Run
+	if e := p.End; e != nil {
+		run = &catalog.Run{Bound: e.Bound, CaughtUp: true, Fresh: e.Fresh, Every: e.Every}
+	}
+	return catalog.MarkSQL(s.record, p.Mark, len(p.Rows), run)
 }
 
 // SourceSchemaUser is a sink that creates the source's types and compares

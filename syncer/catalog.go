@@ -60,6 +60,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	if err != nil {
 		return nil, err
 	}
+	r.rec, r.claimedAt = &rec, time.Now()
 	if created {
 		rs.Record(mine.Copy)
 		return &rec, nil
@@ -81,6 +82,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	if !rec.Source.Same(id) {
 		rec.Source = id // moved to another table by the resync followed above
 	}
+	r.handover = rec.Writer != mine.Writer
 	changed := moved || rec.Writer != mine.Writer || rec.StateFile != mine.StateFile || !slices.Equal(rec.Source.Cursor, id.Cursor)
 	rec.Writer, rec.StateFile = mine.Writer, mine.StateFile
 	// A record that did not name its cursor's columns names them (follow

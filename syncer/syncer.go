@@ -83,6 +83,11 @@ type Options struct {
 	// catalogs (the daemon keeps one per source): the run re-does that
 	// work only when a catalog fingerprint changed (see SchemaCache).
 	Schema *SchemaCache
+	// RecordEvery is how often, at most, an idle run is recorded in the
+	// sink's record of the copy (see runrecord.go; zero:
+	// $SYNCD_RECORD_EVERY, else DefaultRecordEvery), never more often
+	// than the source's schedule runs it.
+	RecordEvery time.Duration
 }
 
 // openSource opens the run's source: Options.OpenSource, or the
@@ -301,6 +306,15 @@ type runner struct {
 	// them before this run (nil: a record registered by this run): the
 	// columns the copy follows when the state file has no schema of them.
 	recordedColumns []catalog.Column
+	// rec is the sink's record of the copy as claim read it (nil: the sink
+	// keeps no catalog), read by the sink's clock at rec.ReadAt, this
+	// process's claimedAt; handover is set when this run took the copy
+	// over from another process; ended once the run's end is recorded
+	// (runrecord.go).
+	rec       *catalog.Record
+	claimedAt time.Time
+	handover  bool
+	ended     bool
 }
 
 // run is one run: open (source, bound, sink, lock, prepare), the page
@@ -328,6 +342,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 	o.phase(PhaseOpen)
 	if r.c.Compare() {
 		err = r.compare(ctx)
+		r.recordRun(ctx, err)
 		return r.res, err
 	}
 	read, err := r.open(ctx)
@@ -339,6 +354,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 		o.phase(PhaseFinish)
 		res, err := r.finish(ctx, nil)
 		r.remember(err)
+		r.recordRun(ctx, err)
 		return res, err
 	}
 	o.phase(PhasePages)
@@ -346,6 +362,7 @@ func run(ctx context.Context, o Options, log *slog.Logger) (_ Result, err error)
 	o.phase(PhaseFinish)
 	res, err := r.finish(ctx, err)
 	r.remember(err)
+	r.recordRun(ctx, err)
 	return res, err
 }
 
@@ -502,8 +519,12 @@ func (r *runner) loop(ctx context.Context) error {
 		if err := checkLock(ctx, r.lock); err != nil {
 			return err
 		}
+		last := p.Len() < limit && !p.More
 		if r.table != nil && !behind {
 			p.Mark = p.Last // the copy's record in the sink moves with the page
+			if last {
+				p.End = r.runEnd() // and records the run's end (runrecord.go)
+			}
 		}
 		// A graceful stop (o.Stop) lets the page in flight commit; a forced
 		// one (ctx) cancels it on the server, and it rolls back.
@@ -523,8 +544,9 @@ func (r *runner) loop(ctx context.Context) error {
 			return err
 		}
 		r.res.Cursor = r.wm.saved
+		r.ended = r.ended || p.End != nil
 		// A short page is the end, unless its bytes ended it (page.More).
-		if p.Len() < limit && !p.More {
+		if last {
 			return nil
 		}
 	}

@@ -274,8 +274,9 @@ func replicaOf(writerOf map[string]string, writer string) string {
 // daemons on one configuration, each source run once at their start (the
 // hourly schedule keeps the records still afterwards). Each one's view
 // lists all the sources, names as each copy's replica the writer the
-// sink's catalog records, and gives the last run and the freshness of the
-// copies it ran itself.
+// sink's catalog records, gives the last run and the freshness of the
+// copies it ran itself from its state file, and those of every copy as
+// the sink's record keeps them.
 func TestFleetStatusFromAnyReplica(t *testing.T) {
 	db := pgtest.NewDB(t)
 	db.Exec(t, `CREATE SCHEMA src; CREATE SCHEMA copy`)
@@ -363,6 +364,10 @@ sink:
 				t.Errorf("replica %s's fleet view of its own source: %+v, want its last run (ok) and freshness", name, s)
 			case !own && (s.LastRunAt != "" || s.FreshnessSeconds != nil):
 				t.Errorf("replica %s's fleet view of replica %s's source: %+v, want no last run of its own", name, runs, s)
+			case s.RunAt == "" || s.SinceRunSeconds == nil || s.RunBound == "" || s.RunCaughtUp == nil || !*s.RunCaughtUp || s.CaughtUp == "" || s.LagSeconds == nil ||
+				s.RecordEverySeconds != 3600 || s.StaleAfterSeconds != 3*3600 || s.Stale:
+				// Whichever replica ran it: the sink's record of the run.
+				t.Errorf("replica %s's fleet view of replica %s's source: %+v, want its run recorded by the sink, caught up, recorded every hour, not stale", name, runs, s)
 			}
 		}
 	}
