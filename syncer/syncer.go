@@ -201,6 +201,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	started := time.Now()
 	ctx = pgpool.With(ctx, o.Pool)
 	res, err := run(ctx, o, log)
+	err = sink.ExplainReadOnly(c, err)
 	if errors.Is(err, runlock.ErrHeld) {
 		// Another process owns this source right now: its state is not ours
 		// to change.
