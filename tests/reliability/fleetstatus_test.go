@@ -35,18 +35,21 @@ INSERT INTO src.orders (id, v) SELECT g, 'v' || g FROM generate_series(1, 20) g`
 	}
 	cfgA := writeFile(t, filepath.Join(dir), "a.yaml", config("@every 1h"))
 	cfgB := writeFile(t, filepath.Join(dir), "b.yaml", config("@every 1s"))
-	writerIs := func(d *daemon) (bool, string) {
+	// writerIs is true once d has claimed the copy and recorded a run's
+	// end of its own (the claim comes first and keeps the last writer's
+	// run until then): every is the interval d records at, in seconds.
+	writerIs := func(d *daemon, every int) (bool, string) {
 		if count(t, db, "syncd.copies") < 0 {
 			return false, "no catalog yet"
 		}
-		w := column[string](t, db, `SELECT writer FROM syncd.copies WHERE copy_table = 'copy.orders' AND run_at IS NOT NULL`)
-		return len(w) == 1 && strings.HasSuffix(w[0], " pid "+strconv.Itoa(d.p.Pid())), fmt.Sprint(w)
+		w := column[string](t, db, `SELECT writer || ' every ' || extract(epoch FROM run_every)::int FROM syncd.copies WHERE copy_table = 'copy.orders' AND run_at IS NOT NULL`)
+		return len(w) == 1 && strings.HasSuffix(w[0], " pid "+strconv.Itoa(d.p.Pid())+" every "+strconv.Itoa(every)), fmt.Sprint(w)
 	}
 
 	a := startDaemon(t, cfgA, filepath.Join(dir, "a.db"), nil)
-	testutil.EventuallyState(t, 60*time.Second, "replica a's run at its start to be recorded", func() (bool, string) { return writerIs(a) })
+	testutil.EventuallyState(t, 60*time.Second, "replica a's run at its start to be recorded", func() (bool, string) { return writerIs(a, 3600) })
 	b := startDaemon(t, cfgB, filepath.Join(dir, "b.db"), []string{"SYNCD_RECORD_EVERY=2s"})
-	testutil.EventuallyState(t, 60*time.Second, "replica b to take the source over", func() (bool, string) { return writerIs(b) })
+	testutil.EventuallyState(t, 60*time.Second, "replica b to take the source over", func() (bool, string) { return writerIs(b, 2) })
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("replica a:\n%s\nreplica b:\n%s", a.out, b.out)
