@@ -221,11 +221,19 @@ func fastHash(text string) string {
 // characters included, with fastHash.
 var probeHash = "SELECT sum(" + fastHash("repeat(md5(g::text) || 'é', g % 7) || g") + ")::text FROM generate_series(1, 200) g"
 
-// pickHash returns fastHash when both servers compute it and agree on
-// probeHash, else hash64.
-func pickHash(ctx context.Context, a, b source.Querier) (func(string) string, string) {
-	var x, y string
-	if a.QueryRow(ctx, probeHash).Scan(&x) != nil || b.QueryRow(ctx, probeHash).Scan(&y) != nil || x != y {
+// probe is a server's answer to probeHash ("" when it cannot compute it).
+func probe(ctx context.Context, q source.Querier) string {
+	var x string
+	if q.QueryRow(ctx, probeHash).Scan(&x) != nil {
+		return ""
+	}
+	return x
+}
+
+// pickHash returns fastHash when both servers computed probeHash (probe)
+// and agree on it, else hash64.
+func pickHash(a, b string) (func(string) string, string) {
+	if a == "" || a != b {
 		return hash64, "md5"
 	}
 	return fastHash, "hashtextextended"

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/syncd/syncd/sink"
+	"golang.org/x/sync/errgroup"
 )
 
 // comparer runs one comparison of the source and the copy.
@@ -126,6 +127,13 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 	if err != nil {
 		return err
 	}
+	return c.judge(ctx, dstRows, srcRows)
+}
+
+// judge classifies the rows re-read for a batch of keys (by map key, the
+// copy's read before the source's), counts and lists the differences and,
+// with repair, repairs them.
+func (c *comparer) judge(ctx context.Context, dstRows, srcRows map[string]*row) error {
 	var fixes []sink.Fix
 	record := func(k kind, s, d *row) {
 		r := s
@@ -174,6 +182,66 @@ func (c *comparer) recheck(ctx context.Context, keys [][]string) error {
 		return c.repair(ctx, fixes)
 	}
 	return nil
+}
+
+// recheckAll re-reads keys in batches of batchRows (recheck, or
+// c.recheckWith when set). Without a repair, which writes through the
+// copy's session, the two sessions work side by side: the copy's read of a
+// batch runs while the source reads the batch before, so each key is
+// still read on the copy before the source.
+func (c *comparer) recheckAll(ctx context.Context, keys [][]string) error {
+	if c.recheckWith != nil || c.repair != nil || len(keys) <= batchRows {
+		again := c.recheck
+		if c.recheckWith != nil {
+			again = c.recheckWith
+		}
+		for len(keys) > 0 {
+			n := min(len(keys), batchRows)
+			if err := again(ctx, keys[:n]); err != nil {
+				return err
+			}
+			keys = keys[n:]
+		}
+		return nil
+	}
+	read := make(chan map[string]*row, 1)
+	var batches [][][]string
+	for len(keys) > 0 {
+		n := min(len(keys), batchRows)
+		batches, keys = append(batches, keys[:n]), keys[n:]
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		defer close(read)
+		for _, b := range batches {
+			dstRows := map[string]*row{}
+			if err := c.dst.fetchKeys(gctx, b, func(r row) { dstRows[c.key(&r)] = &r }); err != nil {
+				return err
+			}
+			select {
+			case read <- dstRows:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+		}
+		return nil
+	})
+	g.Go(func() error {
+		i := 0
+		for dstRows := range read {
+			srcRows := map[string]*row{}
+			if err := c.src.fetchKeys(gctx, batches[i], func(r row) { srcRows[c.key(&r)] = &r }); err != nil {
+				return err
+			}
+			i++
+			c.rep.RowsFetched += int64(len(srcRows) + len(dstRows))
+			if err := c.judge(gctx, dstRows, srcRows); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait()
 }
 
 // reread reads the rows of keys on both sides, the copy first, by map key

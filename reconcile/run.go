@@ -13,6 +13,7 @@ import (
 	"github.com/syncd/syncd/sink"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultLeafRows is the largest differing segment whose rows are fetched
@@ -155,21 +156,21 @@ func open(ctx context.Context, cfg *config.Config, states StateReader, o Options
 			closeAll()
 		}
 	}()
-	// Both sides at once: each costs a connection and its round trips.
-	// The source's error comes first, as when they were opened in turn.
+	// Both sides at once, each on its own session: under load every round
+	// trip waits for a core, and a reconcile of identical tables is little
+	// else besides its checksum pass. The source's error comes first, as
+	// when they were opened in turn, and a failed source does not wait for
+	// the copy's server.
 	var opened *source.Reader
-	var guard keyGuard
 	var srcErr, dstErr error
 	dstCtx, cancelDst := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if dst, dstErr = sink.OpenPostgres(dstCtx, cfg); dstErr == nil {
-			guard, dstErr = readKeyGuard(dstCtx, dst.Conn(), cfg.Sink.Ident, cfg.Sink.Key)
-		}
+		dst, dstErr = sink.OpenPostgres(dstCtx, cfg)
 	}()
 	if opened, srcErr = source.Open(ctx, cfg); srcErr != nil {
-		cancelDst() // no use for the copy: do not wait for its server
+		cancelDst()
 	}
 	<-done
 	closeAll = func() {
@@ -188,40 +189,53 @@ func open(ctx context.Context, cfg *config.Config, states StateReader, o Options
 		return nil, nil, false, closeAll, err
 	}
 	var src pgSource = opened
-	if !guard.exists {
-		return nil, nil, false, closeAll, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
-	}
-	// A copy whose key identifies every row is checked and repaired like a
-	// page is written; any other copy is compared whatever its constraints
-	// (that is how reconcile finds what they let in) and repaired by key.
-	safe = guard.identifies() && guard.arbiter
-	if safe {
-		if _, err := dst.Check(ctx, src.Table().Columns); err != nil {
-			return nil, nil, false, closeAll, err
+	dstTable := cfg.Sink.Ident
+	var guard keyGuard
+	var cov *coverage
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		var err error
+		if guard, err = readKeyGuard(gctx, dst.Conn(), dstTable, cfg.Sink.Key); err != nil || !guard.exists {
+			return err
+		}
+		// A copy whose key identifies every row is checked and repaired
+		// like a page is written; any other copy is compared whatever its
+		// constraints (that is how reconcile finds what they let in) and
+		// repaired by key.
+		safe = guard.identifies() && guard.arbiter
+		if !safe {
+			dst.PrepareReplace(src.Table().Columns)
+			return nil
+		}
+		if _, err := dst.Check(gctx, src.Table().Columns); err != nil {
+			return err
 		}
 		dst.Trust() // checked just now: Prepare need not check again
-		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
-			return nil, nil, false, closeAll, err
+		return dst.Prepare(gctx, src.Table().Columns)
+	})
+	var srcGuard keyGuard
+	g.Go(func() (err error) {
+		if cov, err = newCoverage(gctx, cfg, src, st, o.WholeTable); err != nil {
+			return err
 		}
-	} else {
-		dst.PrepareReplace(src.Table().Columns)
+		srcGuard, err = readKeyGuard(gctx, src, src.Table().Ident, cfg.Sink.Key)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, nil, false, closeAll, err
+	}
+	if !guard.exists {
+		return nil, nil, false, closeAll, fmt.Errorf("sink table %s of source %s: %w; run `syncd run --once --source %s` first", cfg.Sink.Table, cfg.Name, ErrNoCopy, cfg.Name)
 	}
 	if len(st.Cursor) > 0 && len(st.Cursor) != len(src.Table().Cursor) {
 		return nil, nil, false, closeAll, &sourceerr.ResyncNeeded{Source: cfg.Name,
 			Reason: fmt.Sprintf("the stored watermark of %s has %d cursor values but source.cursor has %d columns; the cursor changed: ", cfg.Name, len(st.Cursor), len(src.Table().Cursor))}
 	}
-	cov, err := newCoverage(ctx, cfg, src, st, o.WholeTable)
-	if err != nil {
-		return nil, nil, false, closeAll, err
-	}
 	c, err = newComparer(ctx, cfg, src, dst, cov, o, log)
 	if err != nil {
 		return nil, nil, false, closeAll, err
 	}
-	if c.src.guard, err = readKeyGuard(ctx, src, src.Table().Ident, cfg.Sink.Key); err != nil {
-		return nil, nil, false, closeAll, err
-	}
-	c.dst.guard = guard
+	c.src.guard, c.dst.guard = srcGuard, guard
 	for _, sd := range []*side{c.src, c.dst} {
 		if !sd.guard.notNull {
 			sd.scope = and(sd.scope, "NOT ("+sd.nullKey()+")")
@@ -286,12 +300,30 @@ func newComparer(ctx context.Context, cfg *config.Config, src pgSource, dst *sin
 	dstTable := cfg.Sink.Ident
 	c.src = &side{role: "source", conn: src, table: src.Table().Ident, scope: cov.scope, synced: cov.compared(), where: cov.where}
 	c.dst = &side{role: "copy", conn: dst.Conn(), table: dstTable}
-	for _, sd := range []*side{c.src, c.dst} {
-		cols, err := describe(ctx, sd.conn, sd.table, names)
-		if err != nil {
-			return nil, fmt.Errorf("reconcile %s: %w", cfg.Name, err)
-		}
-		sd.cols = cols
+	// Each side is described, and its session prepared, on its own
+	// goroutine.
+	hashes := make([]string, 2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sd := range []*side{c.src, c.dst} {
+		g.Go(func() error {
+			cols, err := describe(gctx, sd.conn, sd.table, names)
+			if err != nil {
+				return fmt.Errorf("reconcile %s: %w", cfg.Name, err)
+			}
+			sd.cols = cols
+			// JIT compiles the long row expression, with inlining and
+			// optimization at these costs, in every parallel worker:
+			// seconds of compilation for functions (text output,
+			// hashing) that it does not speed up.
+			if _, err := sd.conn.Exec(gctx, "SET jit = off"); err != nil {
+				return fmt.Errorf("reconcile %s: set jit off on the %s: %w", cfg.Name, sd.role, err)
+			}
+			hashes[i] = probe(gctx, sd.conn)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
 	}
 	loosen(c.src.cols, c.dst.cols)
 	for _, sd := range []*side{c.src, c.dst} {
@@ -308,15 +340,7 @@ func newComparer(ctx context.Context, cfg *config.Config, src pgSource, dst *sin
 		}
 	}
 	c.src.intKey, c.dst.intKey = intKey, intKey
-	// JIT compiles the long row expression, with inlining and optimization
-	// at these costs, in every parallel worker: seconds of compilation for
-	// functions (text output, hashing) that it does not speed up.
-	for _, sd := range []*side{c.src, c.dst} {
-		if _, err := sd.conn.Exec(ctx, "SET jit = off"); err != nil {
-			return nil, fmt.Errorf("reconcile %s: set jit off on the %s: %w", cfg.Name, sd.role, err)
-		}
-	}
-	hash, name := pickHash(ctx, c.src.conn, c.dst.conn)
+	hash, name := pickHash(hashes[0], hashes[1])
 	c.src.hash, c.dst.hash = hash, hash
 	log.Debug("row hash", "function", name)
 	return c, nil
@@ -384,12 +408,22 @@ func (c *comparer) top(ctx context.Context) (segment, bool, error) {
 		return wholeLine(est), true, nil
 	}
 	var lo, hi *big.Int
-	for _, sd := range []*side{c.src, c.dst} {
+	ends := make([][2]*int64, 2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sd := range []*side{c.src, c.dst} {
 		k := ident(sd.keys[0].Name)
-		var mn, mx *int64
-		if err := sd.conn.QueryRow(ctx, "SELECT min("+k+")::int8, max("+k+")::int8 FROM "+sd.qualified()).Scan(&mn, &mx); err != nil {
-			return segment{}, false, fmt.Errorf("key range of %s %s: %w", sd.role, sd.table, err)
-		}
+		g.Go(func() error {
+			if err := sd.conn.QueryRow(gctx, "SELECT min("+k+")::int8, max("+k+")::int8 FROM "+sd.qualified()).Scan(&ends[i][0], &ends[i][1]); err != nil {
+				return fmt.Errorf("key range of %s %s: %w", sd.role, sd.table, err)
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return segment{}, false, err
+	}
+	for _, e := range ends {
+		mn, mx := e[0], e[1]
 		if mn == nil {
 			continue
 		}
@@ -409,15 +443,20 @@ func (c *comparer) top(ctx context.Context) (segment, bool, error) {
 // estimate is the planner's row count of the larger table, which sets the
 // first fanout (the split adapts to the real counts after that).
 func (c *comparer) estimate(ctx context.Context) (int64, error) {
-	var est int64
-	for _, sd := range []*side{c.src, c.dst} {
-		var n float64
-		if err := sd.conn.QueryRow(ctx, "SELECT coalesce(max(reltuples), 0)::float8 FROM pg_class WHERE oid = to_regclass($1)", sd.qualified()).Scan(&n); err != nil {
-			return 0, fmt.Errorf("estimate rows of %s %s: %w", sd.role, sd.table, err)
-		}
-		est = max(est, int64(n))
+	n := make([]float64, 2)
+	g, gctx := errgroup.WithContext(ctx)
+	for i, sd := range []*side{c.src, c.dst} {
+		g.Go(func() error {
+			if err := sd.conn.QueryRow(gctx, "SELECT coalesce(max(reltuples), 0)::float8 FROM pg_class WHERE oid = to_regclass($1)", sd.qualified()).Scan(&n[i]); err != nil {
+				return fmt.Errorf("estimate rows of %s %s: %w", sd.role, sd.table, err)
+			}
+			return nil
+		})
 	}
-	return max(est, int64(c.leaf)*16), nil
+	if err := g.Wait(); err != nil {
+		return 0, err
+	}
+	return max(int64(n[0]), int64(n[1]), int64(c.leaf)*16), nil
 }
 
 // nonZero keeps the counts that are not zero (nil when none is).

@@ -13,7 +13,7 @@ import (
 
 // stream reads the key and row hash of every row inside segs (sorted,
 // disjoint) from both sides at once, in line order, merges the two streams
-// and re-reads the differing keys (c.recheck). Memory holds the differing
+// and re-reads the differing keys (c.recheckAll). Memory holds the differing
 // keys only, not the rows. With count (the whole line streamed without a
 // checksum level) it counts the rows compared on each side, as the first
 // checksum level does.
@@ -25,7 +25,7 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 	// Index ranges for an integer key while they hold a small part of the
 	// table; past that one scan is cheaper.
 	join := c.src.intKey && est*5 < c.tableRows
-	srcRows, dstRows := make(chan row, 1024), make(chan row, 1024)
+	srcRows, dstRows := make(chan []row, 4), make(chan []row, 4)
 	var recheck [][]string
 	var compared, copyRows int64
 	g, gctx := errgroup.WithContext(ctx)
@@ -35,28 +35,28 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 	g.Go(func() error { defer close(srcRows); return c.streamSide(gctx, c.src, segs, join, flat, srcRows) })
 	g.Go(func() error { defer close(dstRows); return c.streamSide(gctx, c.dst, segs, join, flat, dstRows) })
 	g.Go(func() error {
-		s, sok := <-srcRows
-		d, dok := <-dstRows
-		for sok || dok {
+		s, d := rowCursor{in: srcRows}, rowCursor{in: dstRows}
+		s.next()
+		d.next()
+		for s.ok || d.ok {
 			order := 0
 			switch {
-			case !dok:
+			case !d.ok:
 				order = -1
-			case !sok:
+			case !s.ok:
 				order = 1
 			default:
-				order = c.lineOrder(&s, &d)
+				order = c.lineOrder(&s.cur, &d.cur)
 			}
+			var sr, dr row
 			var sp, dp *row
 			if order <= 0 {
-				r := s
-				sp = &r
-				s, sok = <-srcRows
+				sr, sp = s.cur, &sr
+				s.next()
 			}
 			if order >= 0 {
-				r := d
-				dp = &r
-				d, dok = <-dstRows
+				dr, dp = d.cur, &dr
+				d.next()
 			}
 			if sp != nil && sp.synced {
 				compared++
@@ -68,7 +68,7 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 			if r == nil {
 				r = dp
 			}
-			if c.skip[c.key(r)] {
+			if len(c.skip) > 0 && c.skip[c.key(r)] {
 				continue
 			}
 			switch classify(sp, dp) {
@@ -88,18 +88,33 @@ func (c *comparer) stream(ctx context.Context, segs []segment, count bool) error
 		c.rep.RowsCompared += compared
 		c.rep.CopyRows += copyRows
 	}
-	again := c.recheck
-	if c.recheckWith != nil {
-		again = c.recheckWith
-	}
-	for len(recheck) > 0 {
-		n := min(len(recheck), batchRows)
-		if err := again(ctx, recheck[:n]); err != nil {
-			return err
+	return c.recheckAll(ctx, recheck)
+}
+
+// rowBatch is how many streamed rows travel together from a side's reader
+// to the merge: one channel operation per row cost more than the merge.
+const rowBatch = 256
+
+// rowCursor walks the batches of one side's stream: cur is the current
+// row while ok.
+type rowCursor struct {
+	in  <-chan []row
+	buf []row
+	cur row
+	ok  bool
+}
+
+// next moves to the next row, ok false at the end of the stream.
+func (u *rowCursor) next() {
+	for len(u.buf) == 0 {
+		b, more := <-u.in
+		if !more {
+			u.cur, u.ok = row{}, false
+			return
 		}
-		recheck = recheck[n:]
+		u.buf = b
 	}
-	return nil
+	u.cur, u.buf, u.ok = u.buf[0], u.buf[1:], true
 }
 
 // lineOrder orders two streamed rows as both queries do: by place on the
@@ -123,7 +138,7 @@ func (c *comparer) lineOrder(a, b *row) int {
 // source.where. Not limited to the synced rows: the merge classifies.
 // flat (an integer key, one segment) selects the rows by a range of the
 // key in a plain query ordered by the key.
-func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, join, flat bool, out chan<- row) error {
+func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, join, flat bool, out chan<- []row) error {
 	nk := len(sd.keys)
 	extra := append([]string{sd.hash(rowText("y.", sd.cols))}, sd.rowExprs(sd.keys)...)
 	lo, hi := bounds(segs)
@@ -171,6 +186,39 @@ func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, joi
 		params[i] = b
 	}
 	var read int64
+	n := len(sd.cols)
+	// The rows of a batch share their allocations: a slab of column
+	// slices and slabs of bytes (a few allocations per batch, not per row).
+	var batch []row
+	var cols [][]byte
+	var slab []byte
+	fresh := func() {
+		batch, cols = make([]row, 0, rowBatch), make([][]byte, 2*n*rowBatch)
+	}
+	fresh()
+	keep := func(v []byte) []byte {
+		if v == nil {
+			return nil
+		}
+		if cap(slab)-len(slab) < len(v) {
+			slab = make([]byte, 0, max(len(v), 32<<10))
+		}
+		at := len(slab)
+		slab = append(slab, v...)
+		return slab[at:len(slab):len(slab)]
+	}
+	send := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		select {
+		case out <- batch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		fresh()
+		return nil
+	}
 	rr := sd.conn.PgConn().ExecParams(ctx, q, params, oids, nil, nil)
 	for rr.NextRow() {
 		vals := rr.Values()
@@ -179,22 +227,27 @@ func (c *comparer) streamSide(ctx context.Context, sd *side, segs []segment, joi
 			rr.Close()
 			return fmt.Errorf("read the row hashes of %s %s: place %q: %w", sd.role, sd.table, vals[0], err)
 		}
-		r := row{ord: ord, hash: bytes.Clone(vals[1]), canon: make([][]byte, len(sd.cols)), raw: make([][]byte, len(sd.cols))}
+		at := 2 * n * len(batch)
+		r := row{ord: ord, hash: keep(vals[1]), canon: cols[at : at+n : at+n], raw: cols[at+n : at+2*n : at+2*n]}
 		for j, k := range c.keyIdx {
-			r.canon[k] = bytes.Clone(vals[2+j])
-			r.raw[k] = bytes.Clone(vals[2+nk+j])
+			r.canon[k] = keep(vals[2+j])
+			r.raw[k] = keep(vals[2+nk+j])
 		}
 		if sd.role == "source" {
 			f := vals[2+2*nk:]
 			r.synced, r.inScope, r.inWhere = string(f[0]) == "true", string(f[1]) == "true", string(f[2]) == "true"
 		}
 		read++
-		select {
-		case out <- r:
-		case <-ctx.Done():
-			rr.Close()
-			return ctx.Err()
+		if batch = append(batch, r); len(batch) == rowBatch {
+			if err := send(); err != nil {
+				rr.Close()
+				return err
+			}
 		}
+	}
+	if err := send(); err != nil {
+		rr.Close()
+		return err
 	}
 	if _, err := rr.Close(); err != nil {
 		return fmt.Errorf("read the row hashes of %s %s: %w", sd.role, sd.table, err)
