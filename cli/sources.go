@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/syncd/syncd/internal/sourceerr"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/watermark"
 )
@@ -63,6 +64,15 @@ func expand(ctx context.Context, cfgs []*config.Config, name string) ([]*config.
 // expandWarn is expand with the warnings of the pattern sources' tables
 // entries (one naming no table of the catalog), each as "NAME: warning: ...".
 func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*config.Config, []source.Skipped, []string, error) {
+	out, skipped, warnings, _, err := expandDescribed(ctx, cfgs, name)
+	return out, skipped, warnings, err
+}
+
+// expandDescribed is expandWarn with the members' tables as matching
+// described them, by member name (source.Expansion.Tables), so a caller
+// that opens each member need not describe its table again.
+func expandDescribed(ctx context.Context, cfgs []*config.Config, name string) ([]*config.Config, []source.Skipped, []string, map[string]*source.Table, error) {
+	described := map[string]*source.Table{}
 	var out []*config.Config
 	var skipped []source.Skipped
 	var warnings []string
@@ -81,15 +91,16 @@ func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*con
 			e, err = source.ExpandAll(ctx, c)
 		}
 		if err != nil {
-			return nil, nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
+			return nil, nil, nil, nil, &sourceerr.SourceError{Source: c.Name, Err: err}
 		}
 		members, skip := e.Members, e.Skipped
+		maps.Copy(described, e.Tables)
 		for _, w := range e.Warnings {
 			warnings = append(warnings, c.Name+": warning: "+w)
 		}
 		if len(members)+len(skip) == 0 && !one {
 			// Like a table that does not exist: most likely a mistake.
-			return nil, nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
+			return nil, nil, nil, nil, c.Errorf("source.table", "pattern %s matches no table in the source database (or none this role can see, once source.exclude is applied); check the schema and the pattern, which are case-sensitive", c.Source.Table)
 		}
 		if name == "" || name == c.Name {
 			out = append(out, members...)
@@ -108,11 +119,11 @@ func expandWarn(ctx context.Context, cfgs []*config.Config, name string) ([]*con
 			}
 		}
 		if !found {
-			return nil, nil, nil, fmt.Errorf("--source %q: pattern source %s (%s) matches no table of that name; `syncd validate --config %s` lists its tables: %w",
+			return nil, nil, nil, nil, fmt.Errorf("--source %q: pattern source %s (%s) matches no table of that name; `syncd validate --config %s` lists its tables: %w",
 				name, c.Name, c.Source.Table, c.File, ErrUsage)
 		}
 	}
-	return out, skipped, warnings, nil
+	return out, skipped, warnings, described, nil
 }
 
 // reportSkipped prints one line per skipped table on stderr.

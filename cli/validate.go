@@ -35,7 +35,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	cfgs, skipped, warnings, err := expandWarn(ctx, raw, *name)
+	cfgs, skipped, warnings, described, err := expandDescribed(ctx, raw, *name)
 	if err != nil {
 		return err
 	}
@@ -43,7 +43,7 @@ func cmdValidate(ctx context.Context, env *Env, args []string) error {
 	if err := oneWriter(env.Kinds, cfgs); err != nil {
 		return err
 	}
-	results := checkAll(ctx, env.Kinds, cfgs, c.state)
+	results := checkAll(ctx, env.Kinds, cfgs, described, c.state)
 	for i, cfg := range cfgs {
 		warnings, table, record, err := results[i].warnings, results[i].table, results[i].record, results[i].err
 		if errors.Is(err, config.ErrInvalid) && cfg.Pattern != "" && !errors.Is(err, catalog.ErrSecondWriter) {
@@ -103,8 +103,10 @@ type checked struct {
 }
 
 // checkAll checks every source (check with plan), a few at a time, and
-// returns the results in the order of cfgs.
-func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, state string) []checked {
+// returns the results in the order of cfgs. The tables of described (by
+// source name: a pattern's, as matching described them) are not described
+// again.
+func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, described map[string]*source.Table, state string) []checked {
 	out := make([]checked, len(cfgs))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -112,7 +114,7 @@ func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, 
 		wg.Go(func() {
 			// Each worker keeps one session per database for the sources
 			// it checks: sessions do not grow with the tables of a pattern.
-			sess := &sessions{conns: map[string]*pgx.Conn{}}
+			sess := &sessions{conns: map[string]*pgx.Conn{}, described: described}
 			defer sess.close(ctx)
 			for i := range next {
 				r := &out[i]
@@ -192,6 +194,8 @@ type checkedSource interface {
 type sessions struct {
 	mu    sync.Mutex
 	conns map[string]*pgx.Conn
+	// described are tables already described, by source name (read only).
+	described map[string]*source.Table
 }
 
 // get returns the worker's session to dsn for role ("source" or "sink"),
@@ -284,6 +288,9 @@ func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *con
 		})
 		if err != nil {
 			return nil, err
+		}
+		if t := sess.described[cfg.Name]; t != nil {
+			return source.OpenDescribed(conn, cfg, t.Clone()), nil
 		}
 		return source.OpenOn(ctx, conn, cfg)
 	}

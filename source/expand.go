@@ -63,6 +63,10 @@ type Expansion struct {
 	// Described counts the tables this match described: with a
 	// MatchCache, only those whose catalog changed since the last match.
 	Described int
+	// Tables are the members' tables as the match described them, by
+	// member name: validate checks them without describing them again.
+	// Shared with the cache: clone one before changing it.
+	Tables map[string]*Table
 }
 
 // Expand matches the pattern source c against the source catalog (ordinary
@@ -176,6 +180,12 @@ func expandOn(ctx context.Context, conn *pgx.Conn, c *config.Config, only string
 		found[name] = m
 		if m.member != nil {
 			e.Members = append(e.Members, m.member)
+			if m.table != nil {
+				if e.Tables == nil {
+					e.Tables = map[string]*Table{}
+				}
+				e.Tables[m.member.Name] = m.table
+			}
 		} else {
 			e.Skipped = append(e.Skipped, m.skipped)
 		}
@@ -213,7 +223,8 @@ func matchTable(ctx context.Context, conn *pgx.Conn, c *config.Config, t config.
 		return skip(code, err.Error())
 	}
 	tieBreak(m, k)
-	if _, err := Describe(ctx, conn, m); err != nil {
+	described, err := Describe(ctx, conn, m)
+	if err != nil {
 		var fe *config.FieldError
 		if !errors.As(err, &fe) {
 			return matched{}, &sourceerr.SourceError{Source: m.Name, Err: err}
@@ -223,8 +234,8 @@ func matchTable(ctx context.Context, conn *pgx.Conn, c *config.Config, t config.
 			// mode: auto syncs a table without a usable cursor by
 			// comparing it whole, when a key identifies its rows.
 			cm := m.AsCompare(fe.Msg)
-			if _, err := Describe(ctx, conn, cm); err == nil {
-				return matched{member: cm}, nil
+			if ct, err := Describe(ctx, conn, cm); err == nil {
+				return matched{member: cm, table: ct}, nil
 			}
 		}
 		reason := fe.Key + ": " + fe.Msg
@@ -233,7 +244,7 @@ func matchTable(ctx context.Context, conn *pgx.Conn, c *config.Config, t config.
 		}
 		return skip(code, reason)
 	}
-	return matched{member: m}, nil
+	return matched{member: m, table: described}, nil
 }
 
 // tableKeys are a table's primary key and unique keys (each valid,

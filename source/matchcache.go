@@ -25,6 +25,7 @@ type MatchCache struct {
 type matched struct {
 	fp      string
 	member  *config.Config
+	table   *Table // the member's table as the match described it
 	skipped Skipped
 }
 

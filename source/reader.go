@@ -127,9 +127,15 @@ func OpenOn(ctx context.Context, conn *pgx.Conn, c *config.Config) (*Reader, err
 	if err != nil {
 		return nil, err
 	}
+	return OpenDescribed(conn, c, t), nil
+}
+
+// OpenDescribed is OpenOn with c's table as Describe described it already
+// (Expansion.Tables): a pattern's tables are not described twice.
+func OpenDescribed(conn *pgx.Conn, c *config.Config, t *Table) *Reader {
 	r := newReader(conn, c, t)
 	r.Described = true
-	return r, nil
+	return r
 }
 
 // newReader is the reader of table t on conn.
