@@ -22,6 +22,17 @@ type BinaryWriter interface {
 
 var _ BinaryWriter = (*Postgres)(nil)
 
+// Differ is implemented by a sink whose copy another writer of syncd's
+// fills too (a resumed first load's upsert): Differs is the SQL condition,
+// on the stored row (alias stored, such as "t.") and the incoming one, that
+// some value differs, so that a row the copy holds already is left as it
+// is.
+type Differ interface {
+	Differs(stored, incoming string) string
+}
+
+var _ Differ = (*Postgres)(nil)
+
 // optimisticAfter is how many probed pages in a row must go fast before
 // the fast path stops probing.
 const optimisticAfter = 4

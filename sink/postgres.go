@@ -648,6 +648,12 @@ func (s *Postgres) differs(stored, incoming string) string {
 	return strings.Join(append(cheap, costly...), " OR ")
 }
 
+// Differs is differs for a caller that writes the copy itself (a resumed
+// first load's upsert of a chunk): the condition, on the stored row (alias
+// stored, such as "t.") and the incoming one, that some value differs. It
+// needs the columns Prepare read.
+func (s *Postgres) Differs(stored, incoming string) string { return s.differs(stored, incoming) }
+
 // cursorRank orders the cursor columns first, in cursor order.
 func (s *Postgres) cursorRank(name string) int {
 	if i := slices.Index(s.cfg.Source.Cursor, name); i >= 0 {

@@ -102,6 +102,9 @@ func firstLoad(ctx context.Context, o Options, src source.Source, dst sink.Sink,
 	if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
 		l.binary = true
 	}
+	if d, ok := dst.(sink.Differ); ok {
+		l.differs = d.Differs
+	}
 	l.target = pgutil.Qualified(sinkTable(c))
 	names := make([]string, len(src.Table().Columns))
 	for i, col := range src.Table().Columns {
@@ -180,11 +183,15 @@ type loader struct {
 	where  string // the rows a chunk takes besides its blocks ("" : all)
 	tidOK  bool   // the server scans a ctid range (PostgreSQL 14 and later)
 	upsert bool   // resumed: rows of another snapshot may be in the copy already
-	reread []int  // resumed: the chunks done before, to read again for newer row versions
-	began  time.Time
-	blocks int64 // the source's heap blocks in this process's snapshot
-	rowEst int64 // the source's estimated rows (pg_class.reltuples; -1: unknown)
-	prog   *loadProgress
+	// differs, when the sink offers it, is the condition that a stored row
+	// (alias t) differs from the incoming one: a resumed chunk leaves the
+	// rows it holds already as they are (no new row version, no WAL).
+	differs func(stored, incoming string) string
+	reread  []int // resumed: the chunks done before, to read again for newer row versions
+	began   time.Time
+	blocks  int64 // the source's heap blocks in this process's snapshot
+	rowEst  int64 // the source's estimated rows (pg_class.reltuples; -1: unknown)
+	prog    *loadProgress
 
 	conns []loadConn
 	mu    sync.Mutex // the lock's connection, OnPage, res
@@ -652,7 +659,9 @@ func (l *loader) chunk(ctx context.Context, w *loadConn, j job) error {
 		}
 		rows = n
 		if l.upsert {
-			if rows, err = l.upsertStaged(ctx, tx); err != nil {
+			// rows stays what the chunk read: a row the copy holds
+			// already is not written again.
+			if err = l.upsertStaged(ctx, tx); err != nil {
 				return err
 			}
 		}
@@ -767,8 +776,8 @@ func (l *loader) stage(ctx context.Context, tx pgx.Tx, w *loadConn) error {
 
 // upsertStaged writes the staged rows into the copy; a row already there
 // (copied from an older snapshot before the crash) takes the staged values,
-// which are at least as new.
-func (l *loader) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
+// which are at least as new, unless it holds them already.
+func (l *loader) upsertStaged(ctx context.Context, tx pgx.Tx) error {
 	key := l.o.Config.Sink.Key
 	keys := map[string]bool{}
 	for _, k := range key {
@@ -783,13 +792,22 @@ func (l *loader) upsertStaged(ctx context.Context, tx pgx.Tx) (int64, error) {
 	action := "DO NOTHING"
 	if len(set) > 0 {
 		action = "DO UPDATE SET " + strings.Join(set, ", ")
+		// A row the copy holds with the same values (committed by the
+		// process that crashed, or re-read because its version is younger
+		// than the load's first snapshot's xmin, which another session's
+		// open transaction can hold back) is left as it is.
+		if l.differs != nil {
+			if cond := l.differs("t.", "EXCLUDED."); cond != "" {
+				action += " WHERE " + cond
+			}
+		}
 	}
-	tag, err := tx.Exec(ctx, "INSERT INTO "+l.target+" ("+l.cols+") SELECT "+l.cols+" FROM pg_temp.syncd_first_load ON CONFLICT ("+
+	_, err := tx.Exec(ctx, "INSERT INTO "+l.target+" AS t ("+l.cols+") SELECT "+l.cols+" FROM pg_temp.syncd_first_load ON CONFLICT ("+
 		pgutil.IdentList("", key)+") "+action)
 	if err != nil {
-		return 0, fmt.Errorf("first load: upsert a resumed chunk into %s: %w", l.target, err)
+		return fmt.Errorf("first load: upsert a resumed chunk into %s: %w", l.target, err)
 	}
-	return tag.RowsAffected(), nil
+	return nil
 }
 
 // pipe streams COPY out of src into COPY in on dst and returns the rows

@@ -25,12 +25,26 @@ func TestFirstLoadSurvivesKills(t *testing.T) {
 	src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
 	src.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, note text)`)
 	src.Exec(t, `CREATE INDEX ON orders (updated_at, id)`)
+	// A transaction of another session, open with a transaction id from
+	// before the rows were written to the end of the test, holds every
+	// snapshot's xmin below the rows' versions, as any long transaction on
+	// the server does: a resumed load then reads its chunks done again
+	// for versions it cannot tell older than its first snapshot, and must
+	// leave the rows the copy holds already as they are.
+	ctx := context.Background()
+	holder, err := src.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Rollback(ctx)
+	if _, err := holder.Exec(ctx, "SELECT pg_current_xact_id()"); err != nil {
+		t.Fatal(err)
+	}
 	src.Exec(t, `INSERT INTO orders SELECT g, now() - interval '1 day' + g * interval '1 ms', repeat('x', 300) FROM generate_series(1, 40000) g`)
 	dir := t.TempDir()
 	cfg := writeConfig(t, dir, "orders.yaml", orders(t, src, dst, "  first_load: {workers: 2, chunk_size: 128kB, min_table_size: 0}\n"))
 	state := filepath.Join(dir, "state.db")
 	var env []string
-	ctx := context.Background()
 
 	blockOf := map[int64]uint32{} // the source is not written: ctids stay
 	rows, err := src.Pool.Query(ctx, "SELECT id, (ctid::text::point)[0]::int FROM orders")
