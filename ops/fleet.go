@@ -208,16 +208,16 @@ func fleetSource(r catalog.Record) FleetSource {
 		return &s
 	}
 	f := FleetSource{Name: r.SourceName, Sink: r.Copy, Found: true, Writer: r.Writer, StateFile: r.StateFile,
-		Cursor: r.Cursor, Pages: r.Pages, Rows: r.Rows, UpdatedAt: timeText(r.UpdatedAt), SinceUpdateSeconds: since(r.UpdatedAt)}
+		Cursor: r.Cursor, Pages: r.Pages, Rows: r.Rows, UpdatedAt: TimeText(r.UpdatedAt), SinceUpdateSeconds: since(r.UpdatedAt)}
 	run := r.Run
 	if !run.At.IsZero() {
 		caught := run.CaughtUp
-		f.RunAt, f.SinceRunSeconds, f.RunCaughtUp = timeText(run.At), since(run.At), &caught
+		f.RunAt, f.SinceRunSeconds, f.RunCaughtUp = TimeText(run.At), since(run.At), &caught
 		f.RunBound = TimeText(run.Bound)
 		f.RecordEverySeconds = run.Every.Seconds()
 	}
 	if !run.Fresh.IsZero() {
-		f.CaughtUp, f.LagSeconds = timeText(run.Fresh), since(run.Fresh)
+		f.CaughtUp, f.LagSeconds = TimeText(run.Fresh), since(run.Fresh)
 	}
 	return f
 }
@@ -227,7 +227,7 @@ func fleetSource(r catalog.Record) FleetSource {
 // neither a run's end nor a page moved it for StaleAfter intervals.
 func withStale(f FleetSource, c *config.Config) FleetSource {
 	if f.RecordEverySeconds == 0 {
-		f.RecordEverySeconds = max(syncer.DefaultRecordEvery, config.Period(c.Schedule, time.Now())).Seconds()
+		f.RecordEverySeconds = syncer.RecordEvery(0, c).Seconds()
 	}
 	f.StaleAfterSeconds = StaleAfter * f.RecordEverySeconds
 	age := f.SinceUpdateSeconds
@@ -237,6 +237,3 @@ func withStale(f FleetSource, c *config.Config) FleetSource {
 	f.Stale = age != nil && *age > f.StaleAfterSeconds
 	return f
 }
-
-// timeText renders a time as RFC 3339 in UTC with microseconds.
-func timeText(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z07:00") }

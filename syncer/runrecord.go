@@ -18,7 +18,7 @@ import (
 // run writes nothing else to the sink, and a daemon may run a source every
 // second: the run's end is recorded with the last page of a run that has
 // one (no statement of its own), and otherwise at most once per
-// recordEvery, or at once when it says something new (the first run of a
+// RecordEvery, or at once when it says something new (the first run of a
 // process that took the copy over, a run that caught up after one that
 // did not, or the other way round).
 
@@ -30,11 +30,11 @@ const DefaultRecordEvery = 30 * time.Second
 // (a Go duration such as 30s) when Options.RecordEvery is not set.
 const EnvRecordEvery = "SYNCD_RECORD_EVERY"
 
-// recordEvery is how often, at most, an idle run of c is recorded:
-// Options.RecordEvery, else $SYNCD_RECORD_EVERY, else DefaultRecordEvery,
-// and never more often than c's schedule runs it.
-func recordEvery(o Options, c *config.Config) time.Duration {
-	every := o.RecordEvery
+// RecordEvery is how often, at most, an idle run of c is recorded: every
+// when set, else $SYNCD_RECORD_EVERY, else DefaultRecordEvery, and never
+// more often than c's schedule runs it. The fleet status uses it too, for
+// a record that has no run yet.
+func RecordEvery(every time.Duration, c *config.Config) time.Duration {
 	if every <= 0 {
 		if d, err := time.ParseDuration(os.Getenv(EnvRecordEvery)); err == nil && d > 0 {
 			every = d
@@ -52,7 +52,7 @@ func (r *runner) runEnd() *page.RunEnd {
 	if r.rec == nil || r.table == nil || r.table.caughtUp.IsZero() {
 		return nil
 	}
-	return &page.RunEnd{Bound: r.res.Bound, Fresh: r.table.caughtUp, Every: recordEvery(r.o, r.c)}
+	return &page.RunEnd{Bound: r.res.Bound, Fresh: r.table.caughtUp, Every: RecordEvery(r.o.RecordEvery, r.c)}
 }
 
 // recordRun records how the run ended in the copy's record, unless its
@@ -64,7 +64,7 @@ func (r *runner) recordRun(ctx context.Context, err error) {
 	if r.rec == nil || r.ended || conn == nil || ctx.Err() != nil || (err != nil && !errors.Is(err, ErrStopped)) {
 		return
 	}
-	run := catalog.Run{Bound: r.res.Bound, CaughtUp: err == nil && !r.res.CaughtUp.IsZero(), Fresh: r.res.CaughtUp, Every: recordEvery(r.o, r.c)}
+	run := catalog.Run{Bound: r.res.Bound, CaughtUp: err == nil && !r.res.CaughtUp.IsZero(), Fresh: r.res.CaughtUp, Every: RecordEvery(r.o.RecordEvery, r.c)}
 	if !r.recordDue(run) {
 		return
 	}
