@@ -361,7 +361,9 @@ func (r *runner) repairFunc(k kind.Kind) func(context.Context) error {
 		return nil
 	}
 	return func(ctx context.Context) error {
-		rep, err := k.Reconcile(ctx, r.c, r.o.Store, true, r.log)
+		// The caller's logger: the reconcile names the source itself
+		// (r.log does too, and slog would write the key twice).
+		rep, err := k.Reconcile(ctx, r.c, r.o.Store, true, r.o.Logger)
 		if err != nil {
 			return err
 		}

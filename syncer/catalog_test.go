@@ -165,8 +165,12 @@ func TestRecreatedSourceTableIsRepaired(t *testing.T) {
 			// Rows 101-400, stamped like the old ones: 100 old rows gone,
 			// 100 new ones before the watermark, 100 changed.
 			e.src.Exec(t, `INSERT INTO orders SELECT g, '2026-10-01 09:00:00+00'::timestamptz + (g - 100) * interval '1 second', 'new' || g, g FROM generate_series(101, 400) g`)
-			e.run(t, c, syncer.Options{})
+			var log jsonLog
+			e.run(t, c, syncer.Options{Logger: log.logger()})
 			e.assertSame(t, "orders", "t.*")
+			if msgs := log.messages(t); !slices.Contains(msgs, "reconcile done") {
+				t.Fatalf("the repairing run logged no \"reconcile done\": %q", msgs)
+			}
 			if rec := sinkRecord(t, e); rec.Source.Heap == "" {
 				t.Fatalf("record without heap: %+v", rec)
 			}

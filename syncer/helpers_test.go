@@ -1,8 +1,11 @@
 package syncer_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -139,4 +142,48 @@ func first(s []string) []string {
 		return s[:5]
 	}
 	return s
+}
+
+// jsonLog is a JSON log written by a run: Lines splits it, and each line
+// must be one JSON object with no key given twice (slog writes a key as
+// often as it is added, and a reader keeps only one of them).
+type jsonLog struct{ buf bytes.Buffer }
+
+func (l *jsonLog) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(&l.buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// messages returns each line's msg, failing t on a line that is not one
+// JSON object or that names a key twice.
+func (l *jsonLog) messages(t *testing.T) []string {
+	t.Helper()
+	var msgs []string
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		dec := json.NewDecoder(strings.NewReader(line))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			t.Fatalf("log line is not a JSON object: %s", line)
+		}
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				t.Fatalf("log line %s: %v", line, err)
+			}
+			key := tok.(string)
+			if seen[key] {
+				t.Errorf("log line names %q twice: %s", key, line)
+			}
+			seen[key] = true
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatalf("log line %s: %v", line, err)
+			}
+			if key == "msg" {
+				var m string
+				_ = json.Unmarshal(v, &m)
+				msgs = append(msgs, m)
+			}
+		}
+	}
+	return msgs
 }

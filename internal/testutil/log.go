@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,9 @@ func (l *Log) AwaitCount(timeout time.Duration, n int, msg string, attrs ...any)
 type Entry struct {
 	Line   string
 	Fields map[string]any
+	// Repeated lists the keys the line gives more than once (slog writes
+	// a key as often as a logger adds it; a reader keeps one of them).
+	Repeated []string
 }
 
 // ErrNotRecord is returned by ParseLine for a line that is not a slog
@@ -222,18 +226,46 @@ func ParseLine(line string) (Entry, error) {
 		if _, ok := f["msg"]; !ok {
 			return Entry{}, fmt.Errorf("%w: no msg", ErrNotRecord)
 		}
-		return Entry{Line: line, Fields: f}, nil
+		return Entry{Line: line, Fields: f, Repeated: repeatedJSONKeys(s)}, nil
 	}
-	f, err := parseText(s)
+	var repeated []string
+	f, err := parseText(s, &repeated)
 	if err != nil {
 		return Entry{}, err
 	}
-	return Entry{Line: line, Fields: f}, nil
+	return Entry{Line: line, Fields: f, Repeated: repeated}, nil
+}
+
+// repeatedJSONKeys returns the top-level keys of the JSON object s that
+// occur more than once (json.Decode into a map keeps the last silently).
+func repeatedJSONKeys(s string) []string {
+	d := json.NewDecoder(strings.NewReader(s))
+	if _, err := d.Token(); err != nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var repeated []string
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return repeated
+		}
+		key, _ := tok.(string)
+		if seen[key] && !slices.Contains(repeated, key) {
+			repeated = append(repeated, key)
+		}
+		seen[key] = true
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return repeated
+		}
+	}
+	return repeated
 }
 
 // parseText parses key=value pairs as slog's TextHandler writes them:
 // values with spaces, quotes or = are Go-quoted.
-func parseText(s string) (map[string]any, error) {
+func parseText(s string, repeated *[]string) (map[string]any, error) {
 	f := map[string]any{}
 	for s != "" {
 		eq := strings.IndexByte(s, '=')
@@ -261,6 +293,9 @@ func parseText(s string) (map[string]any, error) {
 			return nil, fmt.Errorf("%w: no space after %s", ErrNotRecord, key)
 		}
 		s = strings.TrimLeft(s, " ")
+		if _, ok := f[key]; ok && !slices.Contains(*repeated, key) {
+			*repeated = append(*repeated, key)
+		}
 		f[key] = val
 	}
 	if _, ok := f["msg"]; !ok {

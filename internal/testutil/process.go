@@ -83,6 +83,7 @@ type Process struct {
 	err    error // of cmd.Wait, set before done is closed
 	once   sync.Once
 	res    Result
+	keys   sync.Once // checkRepeatedKeys, when the result is read or at the end
 }
 
 // Start starts the binary with args and env added to b.Env. The process
@@ -118,6 +119,7 @@ func (b Binary) Start(t testing.TB, env []string, args ...string) *Process {
 			<-p.done
 		}
 		p.checkForbidden(t)
+		p.keys.Do(func() { p.checkRepeatedKeys(t) })
 		if p.show && t.Failed() {
 			t.Logf("output of %s:\n%s", p.name(), p.Output)
 		}
@@ -254,6 +256,7 @@ func (p *Process) result(t testing.TB) Result {
 		}
 	})
 	p.checkForbidden(t)
+	p.keys.Do(func() { p.checkRepeatedKeys(t) })
 	return p.res
 }
 
@@ -264,12 +267,26 @@ func (r Result) head() string {
 	return "exit " + strconv.Itoa(r.Code)
 }
 
+// checkForbidden fails t when the output holds a forbidden string.
 func (p *Process) checkForbidden(t testing.TB) {
 	t.Helper()
 	out := p.Output.String()
 	for _, s := range p.forbid {
 		if s != "" && strings.Contains(out, s) {
 			t.Errorf("%s printed %q, which must never appear in its output", p.name(), s)
+		}
+	}
+}
+
+// checkRepeatedKeys fails t when a log record of the process gives a key
+// twice (said once per message).
+func (p *Process) checkRepeatedKeys(t testing.TB) {
+	t.Helper()
+	said := map[string]bool{}
+	for _, e := range p.Output.Entries() {
+		if len(e.Repeated) > 0 && !said[e.Msg()] {
+			said[e.Msg()] = true
+			t.Errorf("%s logged %q with the key(s) %s more than once: %s", p.name(), e.Msg(), strings.Join(e.Repeated, ", "), e.Line)
 		}
 	}
 }

@@ -59,6 +59,10 @@ func helper(mode string) int {
 	case "secret":
 		fmt.Println("dsn postgres://u:hunter2@h/db")
 		return 0
+	case "repeat":
+		log.With("source", "orders").Info("reconcile done", "source", "orders", "missing", 0)
+		log.With("source", "orders").Info("reconcile done", "source", "orders", "missing", 1)
+		return 0
 	case "hang":
 		select {}
 	}
@@ -201,6 +205,32 @@ func TestForbiddenOutputFails(t *testing.T) {
 	f := fails(t, func(tb testing.TB) { b.Run(tb, nil) })
 	if len(f.errors) == 0 || !strings.Contains(f.errors[0], `printed "hunter2"`) {
 		t.Fatalf("errors %q", f.errors)
+	}
+}
+
+// A log record that gives a key twice fails the test that ran the
+// process, once per message: a reader of the JSON keeps one of the two.
+func TestRepeatedLogKeyFails(t *testing.T) {
+	b := helperBinary(t, "repeat")
+	f := fails(t, func(tb testing.TB) {
+		if r := b.Run(tb, nil); r.Code != 0 {
+			tb.Errorf("exit %d", r.Code)
+		}
+	})
+	if len(f.errors) != 1 || !strings.Contains(f.errors[0], `logged "reconcile done" with the key(s) source more than once`) {
+		t.Fatalf("errors %q", f.errors)
+	}
+	for _, line := range []string{
+		`{"msg":"a","source":"x","n":{"source":1},"source":"y"}`,
+		`time=x level=INFO msg=a source=x source=y`,
+	} {
+		e, err := testutil.ParseLine(line)
+		if err != nil || len(e.Repeated) != 1 || e.Repeated[0] != "source" {
+			t.Errorf("%s: repeated %q, %v", line, e.Repeated, err)
+		}
+	}
+	if e, _ := testutil.ParseLine(`{"msg":"a","n":{"source":1},"source":"y"}`); len(e.Repeated) != 0 {
+		t.Errorf("a nested key counted as repeated: %q", e.Repeated)
 	}
 }
 
