@@ -357,7 +357,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (copy_table) DO NOTHING`,
 }
 
 // Update writes the record's source, writer and, with setCursor, its
-// cursor and resync, durably.
+// cursor and resync, durably. A new writer (a source that moved to
+// another replica or state file) clears the last run's fields: they were
+// the old writer's, and the fleet view must not show them as the new
+// one's; the point the copy is caught up to (Run.Fresh) stays, it is the
+// copy's.
 func Update(ctx context.Context, conn *pgx.Conn, rec Record, setCursor bool) error {
 	src, err := json.Marshal(rec.Source)
 	if err != nil {
@@ -367,7 +371,7 @@ func Update(ctx context.Context, conn *pgx.Conn, rec Record, setCursor bool) err
 	if !rec.ResyncedAt.IsZero() {
 		resynced = &rec.ResyncedAt
 	}
-	q := `UPDATE syncd.copies SET source = $2, writer = $3, state_file = $4, updated_at = now()`
+	q := `UPDATE syncd.copies SET source = $2, writer = $3, state_file = $4, updated_at = now(), ` + handover
 	args := []any{rec.Copy, src, rec.Writer, rec.StateFile}
 	if setCursor {
 		q += `, cursor = $5, resynced_at = $6`

@@ -43,6 +43,12 @@ const (
 	noRunColumns = `NULL::timestamptz, NULL::timestamptz, NULL::boolean, NULL::timestamptz, NULL::float8`
 )
 
+// handover is the SET list that clears the last run's fields when the
+// writer changes ($3 is the new writer; the right-hand sides read the row
+// as it was).
+const handover = `run_at = CASE WHEN writer = $3 THEN run_at END, run_bound = CASE WHEN writer = $3 THEN run_bound END, ` +
+	`run_caught_up = CASE WHEN writer = $3 THEN run_caught_up END, run_every = CASE WHEN writer = $3 THEN run_every END`
+
 func runOf(at, bound *time.Time, caught *bool, fresh *time.Time, every *float64) Run {
 	var r Run
 	if at != nil {

@@ -105,3 +105,38 @@ func TestUpgradeFromFormatOne(t *testing.T) {
 		t.Fatalf("a page's mark with its run: %+v, pages %d", r, rec.Pages)
 	}
 }
+
+// A copy handed over to another writer (a source moved to another
+// replica) keeps no run of the old writer's under the new writer's name:
+// the last run's fields are cleared until the new writer records its own,
+// and the point the copy is caught up to stays. The same writer updating
+// its record keeps them.
+func TestHandoverClearsTheOldWritersRun(t *testing.T) {
+	db := pgtest.NewDB(t)
+	conn := connect(t, db)
+	ctx := context.Background()
+	db.Exec(t, formatOne)
+	if err := catalog.Ensure(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	bound := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	if err := catalog.RecordRun(ctx, conn, "public.c", catalog.Run{Bound: bound, CaughtUp: true, Fresh: bound, Every: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ := catalog.Read(ctx, conn, "public.c")
+	ran := rec.Run
+	if err := catalog.Update(ctx, conn, rec, false); err != nil {
+		t.Fatal(err)
+	}
+	if rec, _, _ = catalog.Read(ctx, conn, "public.c"); rec.Run != ran || rec.Writer != "host pid 1" {
+		t.Fatalf("the same writer's update: run %+v, writer %q; want the run %+v kept", rec.Run, rec.Writer, ran)
+	}
+	rec.Writer = "other-host pid 2"
+	if err := catalog.Update(ctx, conn, rec, false); err != nil {
+		t.Fatal(err)
+	}
+	rec, _, _ = catalog.Read(ctx, conn, "public.c")
+	if r := rec.Run; !r.At.IsZero() || !r.Bound.IsZero() || r.CaughtUp || r.Every != 0 || !r.Fresh.Equal(bound) || rec.Writer != "other-host pid 2" {
+		t.Fatalf("after the handover: run %+v, writer %q; want no run and the copy's freshness %s kept", r, rec.Writer, bound)
+	}
+}
