@@ -12,36 +12,34 @@ import (
 )
 
 // Validate is Check for `syncd validate`: it also checks the privileges the
-// sink role needs and, when the copy does not exist yet, runs the DDL the
-// first run would run (types and table) in a transaction that it rolls
-// back. Every problem comes back in one config error.
+// sink role needs and, when the copy does not exist yet, that nothing else
+// in the sink holds its name, and runs the DDL the first run would run
+// (types and table) in a transaction that it rolls back. Every problem
+// comes back in one config error.
 func (s *Postgres) Validate(ctx context.Context, cols []page.Column) (exists bool, err error) {
-	return s.validate(ctx, cols, nil)
+	return s.validate(ctx, cols, NewShared(nil))
 }
 
-// validate is Validate, with what sh read for all the copies validate
-// checks when it is not nil (ValidateShared).
+// validate is Validate with what sh read for all the copies validate
+// checks (ValidateShared).
 func (s *Postgres) validate(ctx context.Context, cols []page.Column, sh *Shared) (exists bool, err error) {
-	var d *sharedDB
-	holder := ""
-	if sh != nil {
-		if d, err = sh.db(ctx, s); err != nil {
-			return false, err
-		}
-		if holder, err = d.nameHolder(ctx, s); err != nil {
-			return false, err
-		}
+	d, err := sh.db(ctx, s)
+	if err != nil {
+		return false, err
+	}
+	holder, err := d.nameHolder(ctx, s)
+	if err != nil {
+		return false, err
 	}
 	var problems []string
-	if d == nil || holder != "" {
-		// Without sh, or something holds the name: is it the copy?
+	if holder != "" {
+		// Something holds the name: the copy, or what keeps it from being
+		// created.
 		if exists, problems, err = s.problems(ctx, cols); err != nil {
 			return exists, err
 		}
-	}
-	if !exists && d != nil {
-		if p := s.holderProblem(holder); p != "" {
-			problems = append(problems, p)
+		if !exists {
+			problems = append(problems, s.holderProblem(holder))
 		}
 	}
 	missing, err := s.privilegeProblemsOf(ctx, exists, d)
@@ -55,30 +53,20 @@ func (s *Postgres) validate(ctx context.Context, cols []page.Column, sh *Shared)
 			return exists, err
 		}
 		problems = append(problems, plan.problems...)
+		f, err := d.schema(ctx, s.conn, s.table.Schema)
+		if err != nil {
+			return exists, err
+		}
 		schema := ""
-		if d == nil {
-			if schema, err = s.schemaSQL(ctx); err != nil {
-				return exists, err
-			}
-		} else {
-			f, err := d.schema(ctx, s.conn, s.table.Schema)
-			if err != nil {
-				return exists, err
-			}
-			if !f.found {
-				schema = "CREATE SCHEMA IF NOT EXISTS " + pgutil.Ident(s.table.Schema)
-			}
+		if !f.found {
+			schema = "CREATE SCHEMA IF NOT EXISTS " + pgutil.Ident(s.table.Schema)
 		}
 		if len(problems) == 0 {
 			stmts := append(plan.creates, s.createSQL(cols))
 			if schema != "" {
 				stmts = append([]string{schema}, stmts...)
 			}
-			try := s.tryCreate
-			if sh != nil {
-				try = func(ctx context.Context, stmts []string) error { return sh.try(ctx, s, stmts) }
-			}
-			if err := try(ctx, stmts); err != nil {
+			if err := sh.try(ctx, s, stmts); err != nil {
 				problems = append(problems, "creating the copy fails: "+err.Error())
 			}
 		}

@@ -113,7 +113,9 @@ func (sh *Shared) db(ctx context.Context, s *Postgres) (*sharedDB, error) {
 		if d.missingWhat, d.missingGrant, d.err = catalog.Missing(ctx, s.conn); d.err != nil {
 			return
 		}
-		d.err = d.lookUp(ctx, s.conn, sh.copies[dsn])
+		if len(sh.copies[dsn]) > 0 {
+			d.err = d.lookUp(ctx, s.conn, sh.copies[dsn])
+		}
 	})
 	if d.err != nil {
 		// Not kept: the next copy asks again (its own error, if any).
@@ -192,7 +194,7 @@ func (d *sharedDB) schema(ctx context.Context, conn *pgx.Conn, sc string) (schem
 }
 
 // holderProblem is the problem of a copy to create whose name something
-// else holds in the sink (nameHolder), "" when nothing does. CREATE TABLE
+// else holds in the sink (nameHolder, not ""). CREATE TABLE
 // IF NOT EXISTS would skip a relation of that name (and the first run then
 // write into a view or a sequence) and fails on a type of that name.
 func (s *Postgres) holderProblem(h string) string {
@@ -208,10 +210,7 @@ func (s *Postgres) holderProblem(h string) string {
 		"type m": "the name of a multirange type", "type b": "the name of a base type", "type p": "the name of a pseudo-type",
 		"type c": "the name of a composite type",
 	}[h]
-	switch {
-	case h == "":
-		return ""
-	case what == "":
+	if what == "" {
 		what = "taken (" + h + ")"
 	}
 	return fmt.Sprintf("%s in the sink is %s, not a table, so the copy cannot be created there: drop or rename it, or choose another sink.table", s.table, what)
