@@ -108,13 +108,16 @@ type checked struct {
 // again.
 func checkAll(ctx context.Context, kinds *kind.Registry, cfgs []*config.Config, described map[string]*source.Table, state string) []checked {
 	out := make([]checked, len(cfgs))
+	// What the copies' sink databases say about all of them, read once,
+	// and the trial creations of copies of one shape, run once.
+	shared := sink.NewShared(cfgs)
 	next := make(chan int)
 	var wg sync.WaitGroup
 	for range min(validateWorkers, len(cfgs)) {
 		wg.Go(func() {
 			// Each worker keeps one session per database for the sources
 			// it checks: sessions do not grow with the tables of a pattern.
-			sess := &sessions{conns: map[string]*pgx.Conn{}, described: described}
+			sess := &sessions{conns: map[string]*pgx.Conn{}, described: described, shared: shared}
 			defer sess.close(ctx)
 			for i := range next {
 				r := &out[i]
@@ -196,6 +199,9 @@ type sessions struct {
 	conns map[string]*pgx.Conn
 	// described are tables already described, by source name (read only).
 	described map[string]*source.Table
+	// shared is what the sink databases said about all the copies
+	// validate checks (nil: each copy asks on its own).
+	shared *sink.Shared
 }
 
 // get returns the worker's session to dsn for role ("source" or "sink"),
@@ -216,6 +222,15 @@ func (s *sessions) get(ctx context.Context, role, dsn string, connect func() (*p
 	s.conns[key] = c
 	s.mu.Unlock()
 	return c, nil
+}
+
+// sharedOf is s's Shared for a copy checked on the worker's sink session
+// (onSession), else nil.
+func (s *sessions) sharedOf(onSession bool) *sink.Shared {
+	if s == nil || !onSession {
+		return nil
+	}
+	return s.shared
 }
 
 func (s *sessions) close(ctx context.Context) {
@@ -376,14 +391,22 @@ func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *con
 			return nil, nil, derr
 		}
 		dst.UseSourceSchema(src.Table().Types, src.Table().Checks)
-		cols, notes, err := schemaNotes(ctx, cfg, src.Table(), dst, state, plan)
-		if err != nil {
-			return nil, nil, err
+		sh := sess.sharedOf(shared)
+		// A copy whose name nothing held when validate looked has no
+		// columns to compare (schemaNotes reads none).
+		cols, notes := src.Table().Columns, []string(nil)
+		if sh == nil || !sh.Free(ctx, dst) {
+			if cols, notes, err = schemaNotes(ctx, cfg, src.Table(), dst, state, plan); err != nil {
+				return nil, nil, err
+			}
 		}
 		warnings = append(warnings, notes...)
 		check := dst.Check
 		if plan {
 			check = dst.Validate
+			if sh != nil {
+				check = func(ctx context.Context, cols []page.Column) (bool, error) { return dst.ValidateShared(ctx, cols, sh) }
+			}
 		}
 		exists, err := check(ctx, cols)
 		if err != nil {
@@ -392,15 +415,22 @@ func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *con
 		if !exists && plan {
 			warnings = append(warnings, fmt.Sprintf("sink table %s does not exist yet; the first run creates it", cfg.Sink.Table))
 		}
-		rec, err := sinkRecord(ctx, cfg, src, dst, state)
-		if err != nil {
-			return nil, nil, err
+		// Without a syncd catalog in the sink no copy has a record there.
+		rec := ""
+		if sh == nil || !sh.NoCatalog(ctx, dst) {
+			if rec, err = sinkRecord(ctx, cfg, src, dst, state); err != nil {
+				return nil, nil, err
+			}
 		}
 		if record != nil {
 			*record = rec
 		}
 		if plan {
-			w, err := sink.FsyncWarning(ctx, dst.Conn(), cfg.Sink.DSN)
+			fsync := sink.FsyncWarning
+			if sh != nil {
+				fsync = sh.FsyncWarning
+			}
+			w, err := fsync(ctx, dst.Conn(), cfg.Sink.DSN)
 			if err != nil {
 				return nil, nil, err
 			}
