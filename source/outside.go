@@ -43,8 +43,15 @@ func (o Outside) Total() int64 { return o.NullCursor + o.Ahead }
 
 // outsidePredicates returns the SQL conditions of the two kinds of rows, ""
 // for a kind that cannot occur (no nullable cursor column; a first cursor
-// column that is not temporal). The limit is parameter $1.
+// column that is not temporal). The limit is parameter $1 as text of the
+// column's base type.
 func (r *Reader) outsidePredicates() (null, ahead string) {
+	return r.outsidePredicatesAt("")
+}
+
+// outsidePredicatesAt is outsidePredicates with the limit given as an SQL
+// expression of the first cursor column's base type ("": parameter $1).
+func (r *Reader) outsidePredicatesAt(limit string) (null, ahead string) {
 	var nulls []string
 	for _, col := range r.table.Cursor {
 		if !col.NotNull {
@@ -56,15 +63,19 @@ func (r *Reader) outsidePredicates() (null, ahead string) {
 	}
 	if r.table.Temporal {
 		first := r.table.Cursor[0]
-		ahead = pgutil.Ident(first.Name) + " > $1::" + baseType(first.Type)
+		if limit == "" {
+			limit = "$1::" + baseType(first.Type)
+		}
+		ahead = pgutil.Ident(first.Name) + " > " + limit
 	}
 	return null, ahead
 }
 
 // outsideWhere is the WHERE clause selecting every row outside the cursor's
-// reach (both kinds, within source.where), or "" when there can be none.
-func (r *Reader) outsideWhere() string {
-	null, ahead := r.outsidePredicates()
+// reach (both kinds, within source.where), or "" when there can be none;
+// limit is as for outsidePredicatesAt.
+func (r *Reader) outsideWhere(limit string) string {
+	null, ahead := r.outsidePredicatesAt(limit)
 	var cond string
 	switch {
 	case null != "" && ahead != "":
@@ -82,20 +93,30 @@ func (r *Reader) outsideWhere() string {
 	return " WHERE " + cond
 }
 
-// clockLimit is the source's clock plus ClockAllowance as text of the first
-// cursor column's type: a timestamp without time zone is taken as UTC, a
-// date is the UTC day the limit falls in.
-func (r *Reader) clockLimit(ctx context.Context) (string, error) {
-	expr := "now() + $1::interval"
+// clockLimitExpr is the source's clock plus ClockAllowance (parameter $1,
+// an interval) as an SQL expression of the first cursor column's base
+// type: a timestamp without time zone is taken as UTC, a date is the UTC
+// day the limit falls in.
+func (r *Reader) clockLimitExpr() string {
 	switch baseType(r.table.Cursor[0].Type) {
 	case "timestamp without time zone":
-		expr = "(now() AT TIME ZONE 'UTC') + $1::interval"
+		return "((now() AT TIME ZONE 'UTC') + $1::interval)"
 	case "date":
-		expr = "((now() AT TIME ZONE 'UTC') + $1::interval)::date"
+		return "((now() AT TIME ZONE 'UTC') + $1::interval)::date"
 	}
+	return "(now() + $1::interval)"
+}
+
+// clockAllowance is ClockAllowance as the text of an interval.
+func clockAllowance() string {
+	return fmt.Sprintf("%d microseconds", ClockAllowance.Microseconds())
+}
+
+// clockLimit is the source's clock plus ClockAllowance as text of the first
+// cursor column's type (clockLimitExpr).
+func (r *Reader) clockLimit(ctx context.Context) (string, error) {
 	var limit string
-	allow := fmt.Sprintf("%d microseconds", ClockAllowance.Microseconds())
-	if err := r.conn.QueryRow(ctx, "SELECT ("+expr+")::text", allow).Scan(&limit); err != nil {
+	if err := r.conn.QueryRow(ctx, "SELECT "+r.clockLimitExpr()+"::text", clockAllowance()).Scan(&limit); err != nil {
 		return "", fmt.Errorf("read the source clock for %s: %w", r.table.Ident, err)
 	}
 	return limit, nil
@@ -113,22 +134,25 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+//
+// The clock limit is read by the counting statement itself (one round
+// trip): now() is the same throughout a statement, so the limit the count
+// compares with is exactly the text it returns, which ReadOutside then
+// passes back as a parameter.
 func (r *Reader) countOutside(ctx context.Context, q querier) (Outside, error) {
 	var o Outside
-	where := r.outsideWhere()
+	limit, lim := "", "''"
+	var args []any
+	if r.table.Temporal {
+		limit = r.clockLimitExpr()
+		lim = limit + "::text"
+		args = append(args, clockAllowance())
+	}
+	where := r.outsideWhere(limit)
 	if where == "" {
 		return o, nil
 	}
 	null, _ := r.outsidePredicates()
-	var args []any
-	if r.table.Temporal {
-		limit, err := r.clockLimit(ctx)
-		if err != nil {
-			return o, err
-		}
-		o.Limit = limit
-		args = append(args, limit)
-	}
 	countNull, countAhead := "0::int8", "count(*)"
 	if null != "" {
 		countNull = "count(*) FILTER (WHERE " + null + ")"
@@ -137,8 +161,8 @@ func (r *Reader) countOutside(ctx context.Context, q querier) (Outside, error) {
 	if !r.table.Temporal {
 		countAhead = "0::int8"
 	}
-	sql := "SELECT " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
-	if err := q.QueryRow(ctx, sql, args...).Scan(&o.NullCursor, &o.Ahead); err != nil {
+	sql := "SELECT " + lim + ", " + countNull + ", " + countAhead + " FROM " + pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name) + where
+	if err := q.QueryRow(ctx, sql, args...).Scan(&o.Limit, &o.NullCursor, &o.Ahead); err != nil {
 		return o, fmt.Errorf("count rows of %s outside the cursor's reach (NULL cursor, stamped ahead of the clock): %w", r.table.Ident, err)
 	}
 	return o, nil
@@ -233,7 +257,7 @@ func (r *Reader) statsAbove(ctx context.Context, limit string) bool {
 // not move) together with the key of its last row. o.Limit is the clock
 // limit CountOutside took, so that the pages and the counts agree.
 func (r *Reader) ReadOutside(ctx context.Context, o Outside, after []string, limit int) (page.Page, []string, error) {
-	where := r.outsideWhere()
+	where := r.outsideWhere("")
 	if where == "" {
 		return page.Page{}, nil, nil
 	}

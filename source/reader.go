@@ -402,16 +402,11 @@ func (r *Reader) execFormats(ctx context.Context, q string, params []string, for
 	for i, p := range params {
 		vals[i] = []byte(p)
 	}
-	name, err := r.prepared(ctx, q)
+	name, parse, err := r.prepared(ctx, q)
 	if err != nil {
 		return err
 	}
-	rr := r.conn.PgConn().ExecPrepared(ctx, name, vals, nil, formats)
-	for rr.NextRow() {
-		row(rr.Values())
-	}
-	_, err = rr.Close()
-	return err
+	return r.execPrepared(ctx, q, name, parse, vals, formats, row)
 }
 
 // Less reports whether cursor a sorts before cursor b, compared by the
