@@ -134,7 +134,6 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-//
 // The clock limit is read by the counting statement itself (one round
 // trip): now() is the same throughout a statement, so the limit the count
 // compares with is exactly the text it returns, which ReadOutside then
