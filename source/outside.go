@@ -123,8 +123,8 @@ func (r *Reader) clockLimit(ctx context.Context) (string, error) {
 }
 
 // CountOutside counts the rows outside the cursor's reach. When there are
-// none it costs one query that both predicates can answer from an index
-// on the cursor columns.
+// none it costs one query (one round trip, the clock limit included) that
+// both predicates can answer from an index on the cursor columns.
 func (r *Reader) CountOutside(ctx context.Context) (Outside, error) {
 	return r.countOutside(ctx, r.conn)
 }
@@ -134,7 +134,7 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// The clock limit is read by the counting statement itself (one round
+// countOutside counts on q. The clock limit is read by the counting statement itself (one round
 // trip): now() is the same throughout a statement, so the limit the count
 // compares with is exactly the text it returns, which ReadOutside then
 // passes back as a parameter.
