@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -140,34 +141,84 @@ LEFT JOIN LATERAL (
 // start cannot be known). A sequence cursor is bounded by sequenceBound. A
 // timestamp without time zone is taken to hold UTC (the clock of a session
 // whose TimeZone is UTC).
+//
+// Its statements (boundQuery, then the writers) are sent in one round trip
+// (queueBound), unless the run's first round trip read them already
+// (Opening.Start): the first Bound after it uses those.
 func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 	if !r.table.Temporal {
 		return r.sequenceBound(ctx)
 	}
-	s := r.cfg.Source
-	var (
-		b       Bound
-		seesAll bool
-		pid     pgtype.Int4
-		app     pgtype.Text
-		started pgtype.Timestamptz
-	)
-	pids, starts := pgutil.OwnSessions()
-	err := r.conn.QueryRow(ctx, boundQuery, pids, s.Bound, starts).
-		Scan(&b.Now, &b.Role, &b.roleSQL, &seesAll, &b.Standby, &pid, &app, &started)
-	if err != nil {
-		return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.table.Ident, err)
+	rd, within := r.pre, r.aheadWithin
+	r.pre, r.aheadWithin = nil, 0
+	if rd == nil {
+		var batch pgx.Batch
+		rd = r.queueBound(&batch, within)
+		if err := r.conn.SendBatch(ctx, &batch).Close(); err != nil {
+			return Bound{}, fmt.Errorf("read open transactions of the source for the read bound of %s: %w", r.table.Ident, err)
+		}
 	}
-	b.Blind = s.Bound != config.BoundOff && !seesAll
-	b.Standby = b.Standby && s.Bound != config.BoundOff
-	b.Now = b.Now.UTC()
+	return r.boundOf(rd), nil
+}
+
+// ReadAheadWith makes the next Bound look for rows stamped ahead of the
+// clock in the same round trip, for an AheadOfClock(within) right after
+// it with the bound it returned.
+func (r *Reader) ReadAheadWith(within time.Duration) { r.aheadWithin = within }
+
+// boundRead is what the bound's statements returned (queueBound), before
+// boundOf makes a Bound of it with the table's cursor type.
+type boundRead struct {
+	now              time.Time
+	role, roleSQL    string
+	seesAll, standby bool
+	pid              pgtype.Int4
+	app              pgtype.Text
+	started          pgtype.Timestamptz
+	writers          []writer
+	ahead            *aheadRead // nil: not read with the bound
+}
+
+// queueBound queues the bound's statements on b: boundQuery, the writers
+// of the table unless source.bound is off, and, after ReadAheadWith, the
+// look for rows stamped ahead of the bound (aheadAtNow) for an
+// AheadOfClock(within) (0: none). Sent together
+// they run in one implicit transaction, so now() is the same in each: the
+// bound's value is now() when no transaction holds it, and the look ahead
+// takes it as its limit. Each statement still reads with a snapshot of
+// its own, in this order, as when they were sent one by one: the writers
+// are listed after pg_stat_activity was read.
+func (r *Reader) queueBound(b *pgx.Batch, within time.Duration) *boundRead {
+	s := r.cfg.Source
+	rd := &boundRead{}
+	pids, starts := pgutil.OwnSessions()
+	b.Queue(boundQuery, pids, s.Bound, starts).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&rd.now, &rd.role, &rd.roleSQL, &rd.seesAll, &rd.standby, &rd.pid, &rd.app, &rd.started)
+	})
+	if s.Bound != config.BoundOff {
+		r.queueWriters(b, func(ws []writer) { rd.writers = ws })
+	}
+	if q, ok := r.aheadAtNow(); ok && within > 0 {
+		a := &aheadRead{within: within}
+		b.Queue(q, interval(within)).QueryRow(func(row pgx.Row) error { return row.Scan(&a.secs) })
+		rd.ahead = a
+	}
+	return rd
+}
+
+// boundOf makes the Bound of what queueBound read.
+func (r *Reader) boundOf(rd *boundRead) Bound {
+	s := r.cfg.Source
+	b := Bound{Now: rd.now.UTC(), Role: rd.role, roleSQL: rd.roleSQL}
+	b.Blind = s.Bound != config.BoundOff && !rd.seesAll
+	b.Standby = rd.standby && s.Bound != config.BoundOff
 	limit := b.Now.Add(ClockAllowance)
 	if s.Bound != config.BoundOff || s.Settle.Duration > 0 {
 		limit = b.Now.Add(-s.Settle.Duration)
 	}
-	if pid.Valid && started.Valid && started.Time.Before(limit) {
-		limit = started.Time.UTC()
-		b.session = Holder{PID: pid.Int32, App: app.String, Since: limit}
+	if rd.pid.Valid && rd.started.Valid && rd.started.Time.Before(limit) {
+		limit = rd.started.Time.UTC()
+		b.session = Holder{PID: rd.pid.Int32, App: rd.app.String, Since: limit}
 	}
 	b.At, b.Value = limitText(r.table.Cursor[0].Type, limit)
 	if s.Bound == config.BoundOff && s.Settle.Duration <= 0 {
@@ -176,20 +227,22 @@ func (r *Reader) Bound(ctx context.Context) (Bound, error) {
 		b.At = time.Time{}
 	}
 	b.holdFor(nil)
-	if s.Bound == config.BoundOff || b.Standby {
-		return b, nil
-	}
-	ws, err := r.writers(ctx, 0)
-	if err != nil {
-		return Bound{}, err
-	}
-	for _, w := range ws {
-		if w.Prepared() {
-			b.pending = append(b.pending, w)
+	if s.Bound != config.BoundOff && !b.Standby {
+		for _, w := range rd.writers {
+			if w.Prepared() {
+				b.pending = append(b.pending, w)
+			}
 		}
+		b.holdFor(b.pending)
 	}
-	b.holdFor(b.pending)
-	return b, nil
+	r.ahead = nil
+	if a := rd.ahead; a != nil && !b.Hold {
+		// Kept for AheadOfClock with this bound only; a bound that holds
+		// reads the rows ahead, if ever, after its writers ended.
+		a.now = b.Now
+		r.ahead = a
+	}
+	return b
 }
 
 // holdFor holds the run at the watermark while ws are open; without them

@@ -72,6 +72,13 @@ type Reader struct {
 	// stmts maps a page query to its prepared statement (prepared.go).
 	stmts   map[string]string
 	stmtSeq int
+	// pre is the bound's statements as the run's first round trip read
+	// them (Opening.Start), for the first Bound; aheadWithin, set by
+	// ReadAheadWith, makes the next bound look ahead of the clock too,
+	// and ahead is what that look found, for AheadOfClock (bound.go).
+	pre         *boundRead
+	aheadWithin time.Duration
+	ahead       *aheadRead
 }
 
 // Open connects to the source (a session of the context's pool when it

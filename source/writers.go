@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/syncd/syncd/internal/pgutil"
 )
@@ -56,6 +57,23 @@ func (r *Reader) writers(ctx context.Context, seq uint32) ([]writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list transactions that hold write locks on %s: %w", r.table.Ident, err)
 	}
+	return r.scanWriters(rows)
+}
+
+// queueWriters queues writers' query on b (seq 0): done receives the
+// writers when the batch's results are read.
+func (r *Reader) queueWriters(b *pgx.Batch, done func([]writer)) {
+	b.Queue(writersQuery, pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name), uint32(0)).Query(func(rows pgx.Rows) error {
+		ws, err := r.scanWriters(rows)
+		if err == nil {
+			done(ws)
+		}
+		return err
+	})
+}
+
+// scanWriters reads the rows of writersQuery, oldest first.
+func (r *Reader) scanWriters(rows pgx.Rows) ([]writer, error) {
 	defer rows.Close()
 	var out []writer
 	for rows.Next() {

@@ -51,6 +51,9 @@ var blindWarned sync.Map
 // source.bound: off leaves late commits to reconcile, and once per cause
 // (a transaction, a prepared transaction) when one holds it back.
 func readBound(ctx context.Context, src source.Source, c *config.Config, w waits, log *slog.Logger) (source.Bound, error) {
+	if a, ok := src.(interface{ ReadAheadWith(time.Duration) }); ok {
+		a.ReadAheadWith(w.ahead) // asked below, in the bound's round trip
+	}
 	b, err := settledBound(ctx, src, w)
 	if err != nil {
 		return b, err

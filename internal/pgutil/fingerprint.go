@@ -63,6 +63,21 @@ func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (stri
 	return fp, nil
 }
 
+// QueueFingerprint queues Fingerprint's query on b, a batch the caller
+// sends with other statements in the same round trip: done receives the
+// fingerprint, or the error, when the batch's results are read.
+func QueueFingerprint(b *pgx.Batch, schema, name string, done func(fp string, err error)) {
+	b.Queue(fingerprintSQL, Qualified(schema, name)).QueryRow(func(row pgx.Row) error {
+		var fp string
+		err := row.Scan(&fp)
+		if err != nil {
+			err = fmt.Errorf("read the catalog fingerprint of %s.%s: %w", schema, name, err)
+		}
+		done(fp, err)
+		return err
+	})
+}
+
 // tableFingerprintsSQL reads, in one round trip, a fingerprint of each
 // ordinary and partitioned table of a schema (not the partitions), by
 // name: what matching a pattern source against the catalog reads of a
