@@ -37,9 +37,25 @@ type RowQuerier interface {
 // ReadSource reads the identity of the source table table (a
 // schema-qualified, quoted name) on the source's session.
 func ReadSource(ctx context.Context, conn RowQuerier, table, name string) (Source, error) {
+	return scanSource(conn.QueryRow(ctx, sourceSQL, table), name)
+}
+
+// QueueSource queues ReadSource's query on b, a batch the caller sends on
+// the source's session with statements of its own (the run's first round
+// trip): done receives the identity, or the error, when the batch's
+// results are read.
+func QueueSource(b *pgx.Batch, table, name string, done func(Source, error)) {
+	b.Queue(sourceSQL, table).QueryRow(func(row pgx.Row) error {
+		s, err := scanSource(row, name)
+		done(s, err)
+		return err
+	})
+}
+
+func scanSource(row pgx.Row, name string) (Source, error) {
 	s := Source{Table: name}
 	var cols []byte
-	if err := conn.QueryRow(ctx, sourceSQL, table).Scan(&s.System, &s.Database, &s.OID, &s.Heap, &cols); err != nil {
+	if err := row.Scan(&s.System, &s.Database, &s.OID, &s.Heap, &cols); err != nil {
 		return Source{}, fmt.Errorf("read the identity of source table %s: %w", name, err)
 	}
 	if err := json.Unmarshal(cols, &s.Columns); err != nil {

@@ -84,46 +84,115 @@ type Reader struct {
 // Open connects to the source (a session of the context's pool when it
 // carries one, see package pgpool) and describes its table.
 func Open(ctx context.Context, c *config.Config) (*Reader, error) {
-	r, _, err := open(ctx, c, false, "", nil)
-	return r, err
-}
-
-// OpenCached is Open for a run that knows the table from an earlier run:
-// known, described when the table's catalog fingerprint was fp (see
-// pgutil.Fingerprint). It reads the fingerprint (one round trip) and
-// describes the table again only when it differs; Described says which.
-// It returns the fingerprint read ("": the table does not exist).
-func OpenCached(ctx context.Context, c *config.Config, fp string, known *Table) (*Reader, string, error) {
-	return open(ctx, c, true, fp, known)
-}
-
-func open(ctx context.Context, c *config.Config, cached bool, fp string, known *Table) (*Reader, string, error) {
 	sess, err := OpenSession(ctx, c)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	conn := sess.Conn
+	t, err := Describe(ctx, sess.Conn, c)
+	if err != nil {
+		pgpool.Broken(ctx, sess.Conn)
+		_ = sess.Release(context.WithoutCancel(ctx), "")
+		return nil, err
+	}
+	r := newReader(sess.Conn, c, t)
+	r.sess, r.Described = sess, true
+	return r, nil
+}
+
+// OpenCached opens the session of a run that knows the table from an
+// earlier run: known, described when the table's catalog fingerprint was
+// fp (see pgutil.Fingerprint). It sends nothing on a session of the
+// context's pool; Opening.Start reads.
+func OpenCached(ctx context.Context, c *config.Config, fp string, known *Table) (*Opening, error) {
+	sess, err := OpenSession(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	return &Opening{sess: sess, c: c, fp: fp, known: known}, nil
+}
+
+// Opening is a session opened by OpenCached, not read yet.
+type Opening struct {
+	sess  *pgpool.Session
+	c     *config.Config
+	fp    string
+	known *Table
+}
+
+// Prefetch is what Opening.Start reads besides the table's fingerprint,
+// in the same round trip.
+type Prefetch struct {
+	// Ahead is the wait of the run's AheadOfClock after its first Bound
+	// (ReadAheadWith; 0: none).
+	Ahead time.Duration
+	// Extra queues the caller's own statements (the copy's catalog
+	// identity of the table): they run whatever the fingerprint says,
+	// after the bound's.
+	Extra func(*pgx.Batch)
+}
+
+// Start reads the table's catalog fingerprint and describes the table
+// again only when it differs from the known one (Described says which).
+// It returns the reader and the fingerprint read ("": the table does not
+// exist).
+//
+// One round trip (one implicit transaction) carries the fingerprint, the
+// statements of the first Bound (queueBound, when the known table's first
+// cursor column is a date or timestamp) and p.Extra's. The bound read there
+// is kept for the first Bound only under an unchanged fingerprint: the
+// known table it is interpreted with (the cursor column's type, the look
+// ahead's column) is then the table as it is; a table that changed reads
+// its bound again. Should that round trip fail (the table dropped or
+// renamed: a statement that names it fails), the fingerprint is read alone
+// and the table described as Open does, for Open's own errors.
+func (o *Opening) Start(ctx context.Context, p Prefetch) (*Reader, string, error) {
+	c, conn := o.c, o.sess.Conn
 	fail := func(err error) (*Reader, string, error) {
 		pgpool.Broken(ctx, conn)
-		_ = sess.Release(context.WithoutCancel(ctx), "")
+		_ = o.sess.Release(context.WithoutCancel(ctx), "")
 		return nil, "", err
 	}
-	var now string
-	if cached {
-		if now, err = pgutil.Fingerprint(ctx, conn, c.Source.Ident.Schema, c.Source.Ident.Name); err != nil {
-			return fail(err)
+	var (
+		batch pgx.Batch
+		now   string
+		pre   *boundRead
+	)
+	pgutil.QueueFingerprint(&batch, c.Source.Ident.Schema, c.Source.Ident.Name, func(fp string, err error) { now = fp })
+	var r *Reader
+	if o.known != nil {
+		r = newReader(conn, c, o.known.Clone())
+		if o.known.Temporal {
+			pre = r.queueBound(&batch, p.Ahead)
 		}
 	}
-	t := known.Clone()
-	described := known == nil || now == "" || now != fp
+	if p.Extra != nil {
+		p.Extra(&batch)
+	}
+	err := conn.SendBatch(ctx, &batch).Close()
+	if err != nil && ctx.Err() == nil {
+		pre = nil
+		now, err = pgutil.Fingerprint(ctx, conn, c.Source.Ident.Schema, c.Source.Ident.Name)
+	}
+	if err != nil {
+		return fail(err)
+	}
+	described := o.known == nil || now == "" || now != o.fp
 	if described {
-		if t, err = Describe(ctx, conn, c); err != nil {
+		t, err := Describe(ctx, conn, c)
+		if err != nil {
 			return fail(err)
 		}
+		r = newReader(conn, c, t)
+	} else {
+		r.pre = pre
 	}
-	r := newReader(conn, c, t)
-	r.sess, r.Described = sess, described
+	r.sess, r.Described = o.sess, described
 	return r, now, nil
+}
+
+// Release gives the session back unread (the run ended before Start).
+func (o *Opening) Release(ctx context.Context) {
+	_ = o.sess.Release(ctx, "")
 }
 
 // OpenOn is Open on a session the caller opened to c's source database

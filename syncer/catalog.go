@@ -48,7 +48,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	if err := catalog.Ensure(ctx, conn); err != nil {
 		return nil, err // a missing privilege: exit 1, a grant fixes it
 	}
-	id, err := catalog.ReadSource(ctx, q, pgutil.Qualified(src.Table().Ident.Schema, src.Table().Ident.Name), src.Table().Ident.String())
+	id, err := r.readSource(ctx, q, src)
 	if err != nil {
 		return nil, err
 	}

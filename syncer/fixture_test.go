@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgtest"
 	"github.com/syncd/syncd/internal/testutil"
 	"github.com/syncd/syncd/syncer"
@@ -30,6 +31,17 @@ type fixture struct {
 	// aheadWait and holdWarn are the run's Options.AheadWait and
 	// Options.HoldWarnAfter (zero: the defaults).
 	aheadWait, holdWarn time.Duration
+	// pool and schema, when set (pooled), are the runs' Options.Pool and
+	// Options.Schema, as the daemon gives them.
+	pool   *pgpool.Pool
+	schema *syncer.SchemaCache
+}
+
+// pooled makes the fixture's runs take their sessions from a pool and keep
+// what they read from the catalogs between runs, as the daemon's do.
+func (f *fixture) pooled(t *testing.T) {
+	f.pool, f.schema = pgpool.New(pgpool.Options{MaxIdle: 1}), &syncer.SchemaCache{}
+	t.Cleanup(f.pool.Close)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -98,7 +110,7 @@ func (f *fixture) run(t *testing.T, c *config.Config) syncer.Result {
 
 // options are the options of a run of c by the fixture.
 func (f *fixture) options(c *config.Config, log *slog.Logger) syncer.Options {
-	return syncer.Options{Config: c, Store: f.store, Logger: log, AheadWait: f.aheadWait, HoldWarnAfter: f.holdWarn}
+	return syncer.Options{Config: c, Store: f.store, Logger: log, AheadWait: f.aheadWait, HoldWarnAfter: f.holdWarn, Pool: f.pool, Schema: f.schema}
 }
 
 func (f *fixture) watermark(t *testing.T) []string {

@@ -316,6 +316,10 @@ type runner struct {
 	claimedAt time.Time
 	handover  bool
 	ended     bool
+
+	// sourceRead is the source table's identity as the run's first round
+	// trip read it, for claim (srcstart.go; nil: claim reads it).
+	sourceRead *catalog.Source
 }
 
 // run is one run: open (source, bound, sink, lock, prepare), the page

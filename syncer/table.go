@@ -72,21 +72,28 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	// A PostgreSQL source (rd) is taken from the daemon's schema cache
 	// when the run has one; the cache and the pool apply only to it.
 	var (
-		src source.Source
-		rd  *source.Reader
+		src     source.Source
+		rd      *source.Reader
+		opening *source.Opening
 	)
 	if r.o.OpenSource == nil && r.o.Schema != nil {
 		known, fp := r.o.Schema.cached(r.c)
-		rd, r.srcFP, err = source.OpenCached(ctx, r.c, fp, known)
-		if rd != nil {
-			src = rd
-		}
+		opening, err = source.OpenCached(ctx, r.c, fp, known)
 	} else {
 		src, err = r.o.openSource(ctx, r.c)
 		rd, _ = src.(*source.Reader)
 	}
 	wg.Wait()
-	if err == nil {
+	if opening != nil && derr != nil {
+		opening.Release(ctx) // the sink's error is the run's
+	} else if opening != nil {
+		// Once both sessions are open: the first round trip reads the
+		// bound too (srcstart.go).
+		if rd, r.srcFP, err = opening.Start(ctx, r.prefetch(dst)); rd != nil {
+			src = rd
+		}
+	}
+	if err == nil && src != nil {
 		r.src = rd
 		r.closers = append(r.closers, func(ctx context.Context) { _ = src.Close(ctx) })
 	}
