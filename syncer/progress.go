@@ -72,13 +72,20 @@ type progress struct {
 	report func(Progress)
 	done   chan struct{}
 	wg     sync.WaitGroup
+	// src, pos and lvl are what begin needs: the source and the position
+	// the run starts from, and the level of "run started".
+	src   source.Source
+	pos   source.Position
+	lvl   slog.Level
+	began bool // begin ran (only the run's goroutine reads and sets it)
 
 	mu sync.Mutex
 	p  Progress
 }
 
-// startProgress logs "run started" with where the run starts and the
-// planner's estimate of the rows ahead, and starts the progress line.
+// startProgress starts the progress of a run that reads from pos; its
+// "run started" line and first report wait for the estimate of the rows
+// ahead, which begin gives once the first page is read.
 func startProgress(ctx context.Context, o Options, log *slog.Logger, src source.Source, pos source.Position, st watermark.State) *progress {
 	from := "the start"
 	switch {
@@ -87,22 +94,12 @@ func startProgress(ctx context.Context, o Options, log *slog.Logger, src source.
 	case st.From != "":
 		from = "resync point " + st.From
 	}
-	est, err := estimateRows(ctx, src, pos)
-	if err != nil {
-		log.Debug("no row estimate for the progress line", "err", err)
-		est = -1
-	}
-	pr := &progress{log: log, report: o.OnProgress, done: make(chan struct{}),
-		p: Progress{Started: time.Now().UTC(), From: from, Estimate: est, Left: est, ETASeconds: -1}}
-	lvl := slog.LevelInfo
+	pr := &progress{log: log, report: o.OnProgress, done: make(chan struct{}), src: src, pos: pos, lvl: slog.LevelInfo,
+		p: Progress{Started: time.Now().UTC(), From: from, Estimate: -1, Left: -1, ETASeconds: -1}}
 	if o.QuietIdle && st.Cursor != nil {
 		// An incremental run of the daemon: most read nothing. One that
 		// reads rows says so in its "run done" (and its progress lines).
-		lvl = slog.LevelDebug
-	}
-	log.Log(ctx, lvl, "run started", "from", from, "rows_estimate", est)
-	if pr.report != nil {
-		pr.report(pr.p)
+		pr.lvl = slog.LevelDebug
 	}
 	every := progressEvery(o)
 	pr.wg.Add(1)
@@ -122,6 +119,41 @@ func startProgress(ctx context.Context, o Options, log *slog.Logger, src source.
 		}
 	}()
 	return pr
+}
+
+// begin logs "run started" with where the run starts and the rows it will
+// read, and reports the progress, once: called with the run's first page
+// (rows, and last when it is the run's last page), before any other
+// statement on the source's session, or with rows -1 when the run reads
+// no page (nothing to read: rows 0; a failure or a stop before the first
+// page: rows -1, unknown).
+//
+// A run whose first page is its last reads exactly that page's rows: the
+// estimate is that count, and the planner is not asked (an idle run of
+// the daemon is spared the round trip). Otherwise the planner's estimate
+// of the rows from the start position (EXPLAIN of the page query without
+// its limit) is read now, on the session the next page is read on.
+func (pr *progress) begin(ctx context.Context, rows int64, last bool) {
+	if pr == nil || pr.began {
+		return
+	}
+	pr.began = true
+	est := rows
+	if !last && rows >= 0 {
+		var err error
+		if est, err = estimateRows(ctx, pr.src, pr.pos); err != nil {
+			pr.log.Debug("no row estimate for the progress line", "err", err)
+			est = -1
+		}
+	}
+	pr.mu.Lock()
+	pr.p.Estimate, pr.p.Left = est, est
+	from := pr.p.From
+	pr.mu.Unlock()
+	pr.log.Log(ctx, pr.lvl, "run started", "from", from, "rows_estimate", est)
+	if pr.report != nil {
+		pr.report(pr.snapshot())
+	}
 }
 
 // add counts rows of a committed page.
@@ -151,7 +183,10 @@ func (pr *progress) snapshot() Progress {
 	return p
 }
 
+// stop ends the progress line; a run that read no page says it started
+// (begin) now, before its end is logged.
 func (pr *progress) stop() {
+	pr.begin(context.Background(), -1, true)
 	close(pr.done)
 	pr.wg.Wait()
 }

@@ -27,13 +27,20 @@ type tableReader struct {
 	// caughtUp is the point up to which the copy holds every committed
 	// source row once the run catches up (see Result.CaughtUp).
 	caughtUp time.Time
+	// prog is the run's progress, which begins with the first page.
+	prog *progress
 }
 
 // Next implements plan.Reader.
 func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, error) {
 	p, err := t.fetch.read(ctx, t.pos)
-	if err != nil || p.Len() == 0 {
+	if err != nil {
 		return p, false, err
+	}
+	// The first page says whether the run reads more (progress.begin).
+	t.prog.begin(ctx, int64(p.Len()), p.Len() < limit && !p.More)
+	if p.Len() == 0 {
+		return p, false, nil
 	}
 	behind := t.behindOf != nil
 	if behind {
@@ -281,6 +288,10 @@ func (r *runner) position(ctx context.Context, src source.Source, bound source.B
 	r.res.incremental = r.st.Cursor != nil
 	prog := startProgress(ctx, r.o, r.log, src, pos, r.st)
 	r.closers = append(r.closers, func(context.Context) { prog.stop() })
+	t.prog = prog
+	if !read {
+		prog.begin(ctx, 0, true)
+	}
 	t.fetch = &prefetcher{src: src, limit: r.c.Source.PageSize}
 	r.closers = append(r.closers, func(context.Context) { t.fetch.wait() }) // before src.Close
 	r.table, r.rd = t, t
