@@ -14,17 +14,21 @@ import (
 // source table as described, its cursor index, and that the copy passed
 // its checks and followed the source's schema, each with the catalog
 // fingerprints (pgutil.Fingerprint) of the source table and of the copy
-// it was read under. A run reads both fingerprints (one round trip on
-// each side) and re-does that work only when one of them changed, when the
-// state file's record of the schema is not the one the last run left, or
+// it was read under. A run reads both fingerprints (on the source, in the
+// run's first round trip, with the read bound's statements and the table's
+// identity: source.Opening.Start) and re-does that work only when one of
+// them changed, when the state file's record of the schema is not the one
+// the last run left, or
 // when the last run failed: any DDL on the table or the copy (a column
 // added, dropped, renamed or retyped, a type, domain or enum changed, the
 // table renamed, re-created, truncated or rewritten) invalidates it.
 //
 // What a run must know at its own moment is never cached: the read bound,
-// the run lock, the sink catalog's claim and the lost-copy check read the
-// databases every run, and so do the enum labels of a table that uses an
-// enum (a label added commits without touching the table's rows; the run
+// the source table's identity, the run lock, the sink catalog's claim and
+// the lost-copy check read the databases every run (a bound read with the
+// fingerprint is used only when that fingerprint is the cached one), and so
+// do the enum labels of a table that uses an enum (a label added commits
+// without touching the table's rows; the run
 // reads them after its bound, see source.Reader.RefreshTypes).
 type SchemaCache struct {
 	mu sync.Mutex
