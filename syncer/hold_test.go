@@ -25,8 +25,26 @@ func holdLines(logs string) int {
 	return strings.Count(logs, "bound held back by a transaction open since")
 }
 
+// bothModes runs test with fresh sessions (run --once) and with the
+// daemon's pooled sessions and schema cache, where every run after the
+// first reads its bound in the round trip of the table's fingerprint.
+func bothModes(t *testing.T, test func(t *testing.T, f *fixture)) {
+	for _, mode := range []string{"fresh", "pooled"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFixture(t)
+			if mode == "pooled" {
+				f.pooled(t)
+			}
+			test(t, f)
+		})
+	}
+}
+
 func TestOpenTransactionHoldsBoundAndCatchesUp(t *testing.T) {
-	f := newFixture(t)
+	bothModes(t, testOpenTransactionHoldsBound)
+}
+
+func testOpenTransactionHoldsBound(t *testing.T, f *fixture) {
 	f.holdWarn = holdWarn
 	f.db.Exec(t, `INSERT INTO src (id, updated_at, v) SELECT g, now() - interval '10 minutes' + g * interval '1 ms', 'old' FROM generate_series(1, 10) g`)
 	c := f.config(t, f.db.URL, "lookback: 0s")
@@ -120,8 +138,9 @@ func printStatus(t *testing.T, f *fixture, c *config.Config, asJSON bool) string
 	return out.String()
 }
 
-func TestBoundWritersIgnoresReaders(t *testing.T) {
-	f := newFixture(t)
+func TestBoundWritersIgnoresReaders(t *testing.T) { bothModes(t, testBoundWritersIgnoresReaders) }
+
+func testBoundWritersIgnoresReaders(t *testing.T, f *fixture) {
 	c := f.config(t, f.db.URL, "lookback: 0s", "bound: writers")
 	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'first' FROM generate_series(1, 5) g`)
 
