@@ -190,11 +190,6 @@ func (o *Opening) Start(ctx context.Context, p Prefetch) (*Reader, string, error
 	return r, now, nil
 }
 
-// Release gives the session back unread (the run ended before Start).
-func (o *Opening) Release(ctx context.Context) {
-	_ = o.sess.Release(ctx, "")
-}
-
 // OpenOn is Open on a session the caller opened to c's source database
 // and keeps: `syncd validate` checks the tables of a pattern on a few
 // sessions instead of one each. Close closes conn.

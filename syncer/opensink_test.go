@@ -13,9 +13,12 @@ import (
 // A sink that cannot be opened fails the run with the reason, and the
 // state records the failure; it must not crash the run on the way out
 // (a nil *sink.Postgres inside a non-nil Sink once did, in the deferred
-// "run did not finish" call).
+// "run did not finish" call), with fresh sessions or pooled ones.
 func TestSinkThatCannotOpenFailsTheRun(t *testing.T) {
-	f := newFixture(t)
+	bothModes(t, testSinkThatCannotOpen)
+}
+
+func testSinkThatCannotOpen(t *testing.T, f *fixture) {
 	f.db.Exec(t, `INSERT INTO src (id, v) SELECT g, 'v' FROM generate_series(1, 10) g`)
 	c := f.config(t, f.db.URL)
 	c.Sink.DSN = strings.Replace(f.db.URL, f.db.Name, f.db.Name+"_missing", 1)

@@ -91,12 +91,15 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 		rd, _ = src.(*source.Reader)
 	}
 	wg.Wait()
-	if opening != nil && derr != nil {
-		opening.Release(ctx) // the sink's error is the run's
-	} else if opening != nil {
+	if opening != nil {
 		// Once both sessions are open: the first round trip reads the
-		// bound too (srcstart.go).
-		if rd, r.srcFP, err = opening.Start(ctx, r.prefetch(dst)); rd != nil {
+		// bound too (srcstart.go). Also when the sink failed: a source
+		// error (a table that does not exist) still comes first.
+		var p source.Prefetch
+		if derr == nil {
+			p = r.prefetch(dst)
+		}
+		if rd, r.srcFP, err = opening.Start(ctx, p); rd != nil {
 			src = rd
 		}
 	}
