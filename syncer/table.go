@@ -128,8 +128,12 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err != nil {
 		return false, err
 	}
-	if err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path()); err != nil {
+	held, err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path())
+	if err != nil {
 		return false, err
+	}
+	if pg, ok := dst.(*sink.Postgres); ok && held {
+		pg.HoldsRows() // the fast path need not ask again
 	}
 	if err := adoptIdentity(r.o.Store, k, r.c, r.st); err != nil {
 		return false, err
@@ -202,11 +206,16 @@ func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	if r.trusted {
 		// The source's schema and the copy are as the last run left
 		// them: nothing to follow, nothing to check again.
-		if pg, ok := dst.(*sink.Postgres); ok {
+		pg, _ := dst.(*sink.Postgres)
+		if pg != nil {
 			pg.Trust()
+			pg.UseKnown(r.o.Schema.copyKnown(r.c, r.dstFP))
 		}
 		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 			return err
+		}
+		if pg != nil {
+			r.known = pg.Known()
 		}
 		if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
 			if s, ok := src.(source.BinaryReader); ok {
@@ -229,6 +238,9 @@ func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	}
 	if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 		return err
+	}
+	if pg, ok := dst.(*sink.Postgres); ok {
+		r.known = pg.Known()
 	}
 	if conn := sink.LockConn(dst); conn != nil {
 		sink.WarnFsync(ctx, conn, r.c.Sink.DSN, r.log)
