@@ -141,24 +141,16 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 	// and one that holds the main lock while we hold our identity lock is
 	// a different source (a collision). Taken the other way round, a
 	// replica that met another between its two takes saw a collision.
-	var ok bool
-	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", IdentityKey(t)).Scan(&ok)
+	// Both are taken in one statement (takeSQL).
+	var held string
+	err := l.conn.QueryRow(ctx, takeSQL, IdentityKey(t), Key(t)).Scan(&held)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
-	case !ok:
+	case held == "identity":
 		err = l.heldBy(ctx, IdentityKey(t), true)
-	default:
-		err = l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(t)).Scan(&ok)
-		if err == nil && !ok {
-			// Give the identity lock back: this run does not go.
-			if _, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", IdentityKey(t)); err == nil {
-				err = l.heldBy(ctx, Key(t), false)
-			}
-		}
-		if err != nil && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrCollision) {
-			err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
-		}
+	case held == "main":
+		err = l.heldBy(ctx, Key(t), false)
 	}
 	if err != nil {
 		if l.own {
@@ -168,6 +160,21 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 	}
 	return l, nil
 }
+
+// takeSQL takes the identity lock ($1), then, only when it got it, the
+// main lock ($2), and gives the identity lock back when it got that but
+// not the main lock, in one round trip: "" when the run holds both,
+// "identity" when another session holds the identity lock (this session
+// holds neither), "main" when another holds the main lock (this session
+// holds neither again). A CASE evaluates its conditions in order and
+// stops at the first true one, and a volatile function is never folded
+// away, so each lock function runs exactly when the two statements it
+// replaces ran it.
+const takeSQL = `SELECT CASE
+  WHEN NOT pg_try_advisory_lock(hashtextextended($1, 0)) THEN 'identity'
+  WHEN pg_try_advisory_lock(hashtextextended($2, 0)) THEN ''
+  WHEN pg_advisory_unlock(hashtextextended($1, 0)) IS NOT NULL THEN 'main'
+END`
 
 // heldBy says who holds the lock of key: ErrHeld when it is our identity
 // lock (same is true: another process of the same source), or the main
