@@ -110,6 +110,8 @@ type Lock struct {
 	own    bool // conn was opened for the lock and is closed by Release
 	target Target
 	source string
+	// bySession is set by ReleasedBySession: the session releases it.
+	bySession bool
 }
 
 // Acquire takes the lock of t without waiting. With conn set the lock
@@ -249,10 +251,22 @@ func (l *Lock) Verify(ctx context.Context) error {
 	return nil
 }
 
-// Release gives the lock back (and closes its own connection).
+// ReleasedBySession tells a lock on a shared connection that whoever ends
+// the connection's use releases it, in the same round trip as its other
+// cleanup (a pooled session's reset, see pgpool.Session.ReleasesLocks):
+// Release then sends nothing. The lock stays held until then, a moment
+// longer than Release would have held it.
+func (l *Lock) ReleasedBySession() {
+	if !l.own {
+		l.bySession = true
+	}
+}
+
+// Release gives the lock back (and closes its own connection); a lock
+// ReleasedBySession is left to its session.
 func (l *Lock) Release(ctx context.Context) error {
 	var err error
-	if !l.conn.IsClosed() {
+	if !l.conn.IsClosed() && !l.bySession {
 		_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($2, 0))", Key(l.target), IdentityKey(l.target))
 	}
 	if l.own {

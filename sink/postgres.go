@@ -165,6 +165,12 @@ func OnConn(conn *pgx.Conn, c *config.Config) *Postgres {
 // Conn is the sink's connection.
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 
+// ReleasesLocks reports whether Close releases the advisory locks taken on
+// the sink's session (the run lock), in the round trip that resets a
+// pooled session (pgpool.Session.ReleasesLocks); false for a session
+// without a pool, which Close closes.
+func (s *Postgres) ReleasesLocks() bool { return s.sess != nil && s.sess.ReleasesLocks() }
+
 // Unfinished says that the run did not catch up (see Unfinisher).
 func (s *Postgres) Unfinished() { s.unfinished = true }
 
