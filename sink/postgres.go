@@ -53,6 +53,9 @@ type Postgres struct {
 	// copy (Known); given, set by UseKnown, is what the next Prepare
 	// starts from instead of reading it.
 	known, given *Known
+	// durRead is what QueueDurability read for the next Prepare (nil:
+	// Prepare reads it).
+	durRead *durability
 	// holdsRows is set by HoldsRows: prepareFast need not ask whether
 	// the copy is empty.
 	holdsRows bool

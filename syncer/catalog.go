@@ -47,7 +47,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 		return nil, nil
 	}
 	c := r.c
-	if err := catalog.Ensure(ctx, conn); err != nil {
+	if err := catalog.EnsureFrom(ctx, conn, r.pre.catalog); err != nil {
 		return nil, err // a missing privilege: exit 1, a grant fixes it
 	}
 	id, err := catalog.ReadSource(ctx, q, pgutil.Qualified(src.Table().Ident.Schema, src.Table().Ident.Name), src.Table().Ident.String())
@@ -58,7 +58,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	r.source = &id
 	mine := catalog.Record{Copy: c.Sink.Ident.String(), SourceName: c.Name, Source: id, Cursor: r.st.Cursor,
 		Writer: writerName(), StateFile: r.o.Store.Path(), ResyncedAt: r.st.ResyncedAt.Truncate(time.Microsecond)}
-	rec, created, err := catalog.Claim(ctx, conn, mine)
+	rec, created, err := catalog.ClaimFrom(ctx, conn, mine, r.pre.catalog)
 	if err != nil {
 		return nil, err
 	}

@@ -304,6 +304,7 @@ type runner struct {
 	srcFP, dstFP string
 	trusted      bool
 	known        *sink.Known // what the sink's Prepare read of the copy (SchemaCache)
+	pre          prefetched  // read with the copy's fingerprint (copyFingerprint)
 	// recordedColumns are the source's columns as the sink's record knew
 	// them before this run (nil: a record registered by this run): the
 	// columns the copy follows when the state file has no schema of them.
