@@ -179,15 +179,14 @@ func (r *runner) copyFingerprint(ctx context.Context) error {
 	var b pgx.Batch
 	var read bool
 	pgutil.QueueFingerprint(&b, t.Schema, t.Name, &r.dstFP, &read)
-	pg, _ := r.dst.(*sink.Postgres)
-	if pg != nil {
-		pg.QueueDurability(&b)
-	}
+	// In the order of how rarely each fails: the catalog on the first
+	// run in a sink database, the copy's EXISTS when the copy is missing
+	// (a run that then fails, or a first load that does not ask), the WAL
+	// positions on a sink in recovery (every run there).
 	if _, ok := r.dst.(sink.Recorder); ok {
 		r.pre.catalog = catalog.Queue(&b, t.String())
 	}
 	if checksCopy(r.c, r.st) {
-		// Last: a copy that is missing fails it.
 		b.Queue(copyHoldsSQL(r.c)).QueryRow(func(row pgx.Row) error {
 			var holds bool
 			if err := row.Scan(&holds); err != nil {
@@ -196,6 +195,10 @@ func (r *runner) copyFingerprint(ctx context.Context) error {
 			r.pre.holds = &holds
 			return nil
 		})
+	}
+	pg, _ := r.dst.(*sink.Postgres)
+	if pg != nil {
+		pg.QueueDurability(&b)
 	}
 	berr := conn.SendBatch(ctx, &b).Close()
 	if !read {
