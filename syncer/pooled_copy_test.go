@@ -75,3 +75,30 @@ func TestLostCopyIsRefusedOnAPooledCachedRun(t *testing.T) {
 		})
 	}
 }
+
+// What the cached path keeps of the copy (its columns' types, read by the
+// sink's Prepare) is kept only under the copy's catalog fingerprint: a
+// column of the copy altered by hand between two idle runs is seen by the
+// next run, which checks the copy again and refuses one that can no
+// longer hold the source's values.
+func TestCopyAlteredBetweenPooledRunsIsCheckedAgain(t *testing.T) {
+	f := newFixture(t)
+	f.db.Exec(t, `INSERT INTO src SELECT g, now() - interval '1 hour', 'value ' || g FROM generate_series(1, 20) g`)
+	c := f.config(t, f.db.URL, "lookback: 0s")
+	p := pgpool.New(pgpool.Options{MaxIdle: 1})
+	defer p.Close()
+	o := f.options(c, slog.New(slog.NewTextHandler(f.logs, nil)))
+	o.Pool, o.Schema = p, &syncer.SchemaCache{}
+	for i := range 3 {
+		if _, err := syncer.Run(context.Background(), o); err != nil {
+			t.Fatalf("run %d: %v\nlog:\n%s", i+1, err, f.logs)
+		}
+	}
+	f.db.Exec(t, `ALTER TABLE dst ALTER COLUMN v TYPE varchar(200)`)
+	f.db.Exec(t, `UPDATE src SET v = repeat('x', 300), updated_at = clock_timestamp() WHERE id = 7`)
+	_, err := syncer.Run(context.Background(), o)
+	want := `column "v" is character varying(200) but text in the source`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("run after the copy's column was altered: err %v; want %q", err, want)
+	}
+}
