@@ -63,6 +63,19 @@ func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (stri
 	return fp, nil
 }
 
+// QueueFingerprint queues the read of Fingerprint in b, for a caller that
+// sends it with other statements in one round trip: *fp is set, and *ok
+// to true, once b's results are read, unless the read failed.
+func QueueFingerprint(b *pgx.Batch, schema, name string, fp *string, ok *bool) {
+	b.Queue(fingerprintSQL, Qualified(schema, name)).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(fp); err != nil {
+			return fmt.Errorf("read the catalog fingerprint of %s.%s: %w", schema, name, err)
+		}
+		*ok = true
+		return nil
+	})
+}
+
 // tableFingerprintsSQL reads, in one round trip, a fingerprint of each
 // ordinary and partitioned table of a schema (not the partitions), by
 // name: what matching a pattern source against the catalog reads of a
