@@ -398,16 +398,30 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 		}
 	}
 	stmts := append(plan.creates, s.createSQL(cols))
+	var holder string
 	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return fmt.Errorf("%s: %w", statement(q), err)
 			}
 		}
+		// CREATE TABLE IF NOT EXISTS skips any relation of the name: a
+		// view or a sequence there would take the pages (Check found no
+		// table's columns under the name).
+		var kind string
+		if err := tx.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", s.qualified()).Scan(&kind); err != nil {
+			return fmt.Errorf("read what holds %s: %w", s.table, err)
+		}
+		if kind != "r" && kind != "p" {
+			holder = "rel " + kind
+		}
 		return nil
 	})
 	if err != nil {
 		return s.createError(ctx, "", err)
+	}
+	if holder != "" {
+		return s.cfg.Errorf("sink.table", "%s", s.holderProblem(holder))
 	}
 	return nil
 }
