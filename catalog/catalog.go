@@ -314,6 +314,61 @@ func Read(ctx context.Context, conn *pgx.Conn, copy string) (rec Record, found b
 	return rec, true, nil
 }
 
+// Prefetch is the catalog's version and a copy's record, read in a batch
+// the caller sends with other statements (Queue): EnsureFrom and
+// ClaimFrom use what it read instead of reading it again, and read it
+// themselves when it read nothing (the batch failed, or a statement
+// before them in it did: no catalog yet, say).
+type Prefetch struct {
+	copy  string
+	rec   Record
+	found bool
+	read  bool // the version is this build's, the record (or its absence) was read
+}
+
+// Queue queues in b the reads of the catalog's version and of copy's
+// record that Ensure and Claim begin with.
+func Queue(b *pgx.Batch, copy string) *Prefetch {
+	pf := &Prefetch{copy: copy}
+	var v int
+	b.Queue("SELECT version FROM syncd.catalog_version").QueryRow(func(row pgx.Row) error {
+		return row.Scan(&v)
+	})
+	b.Queue("SELECT "+columns+" FROM syncd.copies WHERE copy_table = $1", copy).QueryRow(func(row pgx.Row) error {
+		rec, err := scan(row)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			pf.rec, pf.found = rec, true
+		}
+		// The record's columns are those of this build's format only
+		// in a catalog of that format (else Ensure upgrades it first).
+		pf.read = v == Version
+		return nil
+	})
+	return pf
+}
+
+// EnsureFrom is Ensure, without a round trip when pf read the catalog's
+// version and it is this build's.
+func EnsureFrom(ctx context.Context, conn *pgx.Conn, pf *Prefetch) error {
+	if pf != nil && pf.read {
+		return nil
+	}
+	return Ensure(ctx, conn)
+}
+
+// ClaimFrom is Claim, without a round trip when pf read the copy's record
+// and found it.
+func ClaimFrom(ctx context.Context, conn *pgx.Conn, rec Record, pf *Prefetch) (Record, bool, error) {
+	if pf != nil && pf.read && pf.found && pf.copy == rec.Copy {
+		return pf.rec, false, nil
+	}
+	return Claim(ctx, conn, rec)
+}
+
 // Claim registers rec as the copy's record when the catalog has none, and
 // returns the record the catalog holds, with created set when it was
 // rec. An existing record is returned as it is; the caller decides.

@@ -262,6 +262,11 @@ func PostgresLock(ctx context.Context, c *config.Config, s sink.Sink, t runlock.
 	var err error
 	if conn := sink.LockConn(s); conn != nil {
 		lock, err = runlock.Acquire(ctx, conn, c.Sink.DSN, t)
+		// A pooled sink session releases the lock with its reset when the
+		// sink closes (or before it is closed): no round trip of its own.
+		if r, ok := s.(interface{ ReleasesLocks() bool }); err == nil && ok && r.ReleasesLocks() {
+			lock.ReleasedBySession()
+		}
 	} else {
 		dial := func(ctx context.Context) (*pgx.Conn, error) { return sink.Connect(ctx, c) }
 		lock, err = runlock.AcquireOwn(ctx, dial, t)

@@ -110,6 +110,8 @@ type Lock struct {
 	own    bool // conn was opened for the lock and is closed by Release
 	target Target
 	source string
+	// bySession is set by ReleasedBySession: the session releases it.
+	bySession bool
 }
 
 // Acquire takes the lock of t without waiting. With conn set the lock
@@ -141,24 +143,16 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 	// and one that holds the main lock while we hold our identity lock is
 	// a different source (a collision). Taken the other way round, a
 	// replica that met another between its two takes saw a collision.
-	var ok bool
-	err := l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", IdentityKey(t)).Scan(&ok)
+	// Both are taken in one statement (takeSQL).
+	var held string
+	err := l.conn.QueryRow(ctx, takeSQL, IdentityKey(t), Key(t)).Scan(&held)
 	switch {
 	case err != nil:
 		err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
-	case !ok:
+	case held == "identity":
 		err = l.heldBy(ctx, IdentityKey(t), true)
-	default:
-		err = l.conn.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", Key(t)).Scan(&ok)
-		if err == nil && !ok {
-			// Give the identity lock back: this run does not go.
-			if _, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", IdentityKey(t)); err == nil {
-				err = l.heldBy(ctx, Key(t), false)
-			}
-		}
-		if err != nil && !errors.Is(err, ErrHeld) && !errors.Is(err, ErrCollision) {
-			err = fmt.Errorf("take the run lock of %s on the sink: %w", name, err)
-		}
+	case held == "main":
+		err = l.heldBy(ctx, Key(t), false)
 	}
 	if err != nil {
 		if l.own {
@@ -168,6 +162,21 @@ func acquire(ctx context.Context, conn *pgx.Conn, dial func(context.Context) (*p
 	}
 	return l, nil
 }
+
+// takeSQL takes the identity lock ($1), then, only when it got it, the
+// main lock ($2), and gives the identity lock back when it got that but
+// not the main lock, in one round trip: "" when the run holds both,
+// "identity" when another session holds the identity lock (this session
+// holds neither), "main" when another holds the main lock (this session
+// holds neither again). A CASE evaluates its conditions in order and
+// stops at the first true one, and a volatile function is never folded
+// away, so each lock function runs exactly when the two statements it
+// replaces ran it.
+const takeSQL = `SELECT CASE
+  WHEN NOT pg_try_advisory_lock(hashtextextended($1, 0)) THEN 'identity'
+  WHEN pg_try_advisory_lock(hashtextextended($2, 0)) THEN ''
+  WHEN pg_advisory_unlock(hashtextextended($1, 0)) IS NOT NULL THEN 'main'
+END`
 
 // heldBy says who holds the lock of key: ErrHeld when it is our identity
 // lock (same is true: another process of the same source), or the main
@@ -242,10 +251,22 @@ func (l *Lock) Verify(ctx context.Context) error {
 	return nil
 }
 
-// Release gives the lock back (and closes its own connection).
+// ReleasedBySession tells a lock on a shared connection that whoever ends
+// the connection's use releases it, in the same round trip as its other
+// cleanup (a pooled session's reset, see pgpool.Session.ReleasesLocks):
+// Release then sends nothing. The lock stays held until then, a moment
+// longer than Release would have held it.
+func (l *Lock) ReleasedBySession() {
+	if !l.own {
+		l.bySession = true
+	}
+}
+
+// Release gives the lock back (and closes its own connection); a lock
+// ReleasedBySession is left to its session.
 func (l *Lock) Release(ctx context.Context) error {
 	var err error
-	if !l.conn.IsClosed() {
+	if !l.conn.IsClosed() && !l.bySession {
 		_, err = l.conn.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0)), pg_advisory_unlock(hashtextextended($2, 0))", Key(l.target), IdentityKey(l.target))
 	}
 	if l.own {

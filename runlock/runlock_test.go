@@ -148,3 +148,51 @@ func TestLockOnSharedConnection(t *testing.T) {
 		t.Fatal("Release closed a connection it does not own")
 	}
 }
+
+// A run refused on a session it shares (the sink's) leaves that session
+// holding no lock, whichever lock another session held: the identity lock
+// (another process of the source) or the main lock with another identity
+// (a collision: the identity lock this session took is given back).
+func TestRefusedOnASharedSessionHoldsNothing(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	first, err := runlock.Acquire(ctx, nil, db.URL, orders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Release(ctx)
+	conn, err := pgx.Connect(ctx, db.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	changed := orders
+	changed.Identity = "f3"
+	for _, tc := range []struct {
+		target runlock.Target
+		want   error
+	}{{orders, runlock.ErrHeld}, {changed, runlock.ErrCollision}} {
+		if _, err := runlock.Acquire(ctx, conn, "", tc.target); !errors.Is(err, tc.want) {
+			t.Fatalf("identity %s: %v, want %v", tc.target.Identity, err, tc.want)
+		}
+		var n int
+		if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, conn.PgConn().PID()).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("identity %s: the refused session holds %d advisory locks (%v), want 0", tc.target.Identity, n, err)
+		}
+	}
+	// And it takes both once the holder let go.
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l, err := runlock.Acquire(ctx, conn, "", changed)
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	var n int
+	if err := db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted AND pid = $1`, conn.PgConn().PID()).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("the session holds %d advisory locks (%v), want 2", n, err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -112,14 +112,40 @@ func (s *Postgres) Flush(ctx context.Context) error {
 	return nil
 }
 
+// durabilitySQL reads what prepareDurability decides by: whether a
+// synchronous standby is configured, and whether the server reports its
+// WAL positions.
+const durabilitySQL = "SELECT current_setting('synchronous_standby_names'), pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text"
+
+// QueueDurability queues in b the read that prepareDurability begins
+// with, for a caller that sends it with other statements on the sink's
+// session before Prepare, in the same run: the next Prepare uses its
+// answer instead of reading it again (a server setting, read moments
+// before, never kept from one run to the next). When the read fails,
+// Prepare reads it itself.
+func (s *Postgres) QueueDurability(b *pgx.Batch) {
+	b.Queue(durabilitySQL).QueryRow(func(row pgx.Row) error {
+		var standbys, insert, flush string
+		if err := row.Scan(&standbys, &insert, &flush); err != nil {
+			return err
+		}
+		s.durRead = &durability{lsn: true, async: strings.TrimSpace(standbys) == ""}
+		return nil
+	})
+}
+
 // prepareDurability turns asynchronous commits on for the fast path when
 // the server can report its WAL positions and no synchronous standby is
 // configured (a standby's acknowledgement is not visible in the local
 // flush position).
 func (s *Postgres) prepareDurability(ctx context.Context) {
 	s.dur = durability{}
+	if d := s.durRead; d != nil {
+		s.dur.lsn, s.dur.async, s.durRead = d.lsn, d.async, nil
+		return
+	}
 	var standbys, insert, flush string
-	err := s.conn.QueryRow(ctx, "SELECT current_setting('synchronous_standby_names'), pg_current_wal_insert_lsn()::text, pg_current_wal_flush_lsn()::text").Scan(&standbys, &insert, &flush)
+	err := s.conn.QueryRow(ctx, durabilitySQL).Scan(&standbys, &insert, &flush)
 	s.dur.lsn = err == nil
 	s.dur.async = err == nil && strings.TrimSpace(standbys) == ""
 }

@@ -99,10 +99,13 @@ func (s *Postgres) prepareFast(ctx context.Context, cols []page.Column) error {
 	fp.copyBinSQL = "COPY " + target + " (" + list + ") FROM STDIN (FORMAT binary)"
 	fp.stageBin = "COPY pg_temp.syncd_stage (" + list + ") FROM STDIN (FORMAT binary)"
 
-	existing, err := s.columns(ctx)
-	if err != nil {
-		return err
+	if s.known.columns == nil {
+		var err error
+		if s.known.columns, err = s.columns(ctx); err != nil {
+			return err
+		}
 	}
+	existing := s.known.columns
 	// Soft deletes change what a page means (a flagged row is removed or
 	// kept flagged), so those pages always take the sink's full apply path.
 	soft := s.cfg.Source.DeletedColumn != ""
@@ -130,15 +133,22 @@ func (s *Postgres) prepareFast(ctx context.Context, cols []page.Column) error {
 		}
 	}
 	if fp.enabled {
-		var empty bool
-		if err := s.conn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+target+")").Scan(&empty); err != nil {
-			return fmt.Errorf("read sink table %s: %w", s.table, err)
+		empty := false
+		if !s.holdsRows {
+			if err := s.conn.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+target+")").Scan(&empty); err != nil {
+				return fmt.Errorf("read sink table %s: %w", s.table, err)
+			}
 		}
 		fp.optimistic, fp.fresh = empty, empty
-		if fp.binary {
-			if err := s.conn.QueryRow(ctx, "SELECT typarray::int8 FROM pg_type WHERE oid = $1", int64(fp.keyElemOID)).Scan(&fp.keyArrayOID); err != nil {
+		if fp.binary && s.known.keyElem != fp.keyElemOID {
+			var arr int64
+			if err := s.conn.QueryRow(ctx, "SELECT typarray::int8 FROM pg_type WHERE oid = $1", int64(fp.keyElemOID)).Scan(&arr); err != nil {
 				return fmt.Errorf("read the key type of %s: %w", s.table, err)
 			}
+			s.known.keyElem, s.known.keyArray = fp.keyElemOID, uint32(arr)
+		}
+		if fp.binary {
+			fp.keyArrayOID = s.known.keyArray
 		}
 	}
 	s.fp = fp

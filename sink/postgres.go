@@ -49,7 +49,50 @@ type Postgres struct {
 	record string
 	// trusted is set by Trust: Prepare skips Check.
 	trusted bool
+	// known is what the last Prepare read from the catalog about the
+	// copy (Known); given, set by UseKnown, is what the next Prepare
+	// starts from instead of reading it.
+	known, given *Known
+	// durRead is what QueueDurability read for the next Prepare (nil:
+	// Prepare reads it).
+	durRead *durability
+	// holdsRows is set by HoldsRows: prepareFast need not ask whether
+	// the copy is empty.
+	holdsRows bool
 }
+
+// Known is what Prepare read from the catalog about the copy: its
+// columns' types as format_type prints them and as OIDs, and the array
+// type of the key's type. It describes the copy only as long as none of
+// the copy's catalog rows changed: a caller keeps it with the copy's
+// catalog fingerprint (pgutil.Fingerprint) read before the Prepare that
+// filled it, and hands it to a later Prepare (UseKnown) only when the
+// fingerprint read by that later run, under its run lock, is the same
+// (any ALTER, DROP or CREATE of the copy or of a type of its columns
+// writes a catalog row the fingerprint covers).
+type Known struct {
+	columns  map[string]string // format_type of each column, by name
+	types    map[string]uint32 // type OID of each column, by name
+	keyElem  uint32            // the key's type, whose array type keyArray is (0: none read)
+	keyArray uint32
+}
+
+// Known returns what Prepare read from the catalog about the copy (nil
+// before Prepare).
+func (s *Postgres) Known() *Known { return s.known }
+
+// UseKnown gives Prepare what an earlier Prepare read about the copy (see
+// Known for when that is allowed): Prepare reads none of it again. Called
+// with Trust.
+func (s *Postgres) UseKnown(k *Known) { s.given = k }
+
+// HoldsRows tells Prepare that the copy held a row when the run looked,
+// on this session under the run lock (the lost-copy check): the fast path
+// starts by probing, as for any copy that holds rows, without asking the
+// server again. The fast path never trusts that answer for correctness:
+// a key already stored makes its COPY fail and the page go through the
+// upsert.
+func (s *Postgres) HoldsRows() { s.holdsRows = true }
 
 // SchemaChanged drops the prepared statements of the sink's session when
 // it came from a pool, and makes every other session of the pool drop its
@@ -125,6 +168,12 @@ func OnConn(conn *pgx.Conn, c *config.Config) *Postgres {
 // Conn is the sink's connection.
 func (s *Postgres) Conn() *pgx.Conn { return s.conn }
 
+// ReleasesLocks reports whether Close releases the advisory locks taken on
+// the sink's session (the run lock), in the round trip that resets a
+// pooled session (pgpool.Session.ReleasesLocks); false for a session
+// without a pool, which Close closes.
+func (s *Postgres) ReleasesLocks() bool { return s.sess != nil && s.sess.ReleasesLocks() }
+
 // Unfinished says that the run did not catch up (see Unfinisher).
 func (s *Postgres) Unfinished() { s.unfinished = true }
 
@@ -167,9 +216,19 @@ func (s *Postgres) prepare(ctx context.Context, cols []page.Column) error {
 		return fmt.Errorf("sink table %s: %w", s.table, err)
 	}
 	s.cols = cols
-	if s.copyTypes, err = s.columnTypes(ctx); err != nil {
-		return err
+	// What an earlier run read under the same fingerprint, once; else
+	// read now, after any DDL above.
+	s.known = &Known{}
+	if s.given != nil {
+		*s.known = *s.given // its maps are never written to
 	}
+	s.given = nil
+	if s.known.types == nil {
+		if s.known.types, err = s.columnTypes(ctx); err != nil {
+			return err
+		}
+	}
+	s.copyTypes = s.known.types
 	s.build()
 	s.prepareDurability(ctx)
 	return s.prepareFast(ctx, cols)
@@ -339,16 +398,30 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 		}
 	}
 	stmts := append(plan.creates, s.createSQL(cols))
+	var holder string
 	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return fmt.Errorf("%s: %w", statement(q), err)
 			}
 		}
+		// CREATE TABLE IF NOT EXISTS skips any relation of the name: a
+		// view or a sequence there would take the pages (Check found no
+		// table's columns under the name).
+		var kind string
+		if err := tx.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", s.qualified()).Scan(&kind); err != nil {
+			return fmt.Errorf("read what holds %s: %w", s.table, err)
+		}
+		if kind != "r" && kind != "p" {
+			holder = "rel " + kind
+		}
 		return nil
 	})
 	if err != nil {
 		return s.createError(ctx, "", err)
+	}
+	if holder != "" {
+		return s.cfg.Errorf("sink.table", "%s", s.holderProblem(holder))
 	}
 	return nil
 }

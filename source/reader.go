@@ -155,9 +155,10 @@ func (o *Opening) Start(ctx context.Context, p Prefetch) (*Reader, string, error
 	var (
 		batch pgx.Batch
 		now   string
+		read  bool
 		pre   *boundRead
 	)
-	pgutil.QueueFingerprint(&batch, c.Source.Ident.Schema, c.Source.Ident.Name, func(fp string, err error) { now = fp })
+	pgutil.QueueFingerprint(&batch, c.Source.Ident.Schema, c.Source.Ident.Name, &now, &read)
 	var r *Reader
 	if o.known != nil {
 		r = newReader(conn, c, o.known.Clone())

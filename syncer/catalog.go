@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -45,7 +47,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 		return nil, nil
 	}
 	c := r.c
-	if err := catalog.Ensure(ctx, conn); err != nil {
+	if err := catalog.EnsureFrom(ctx, conn, r.pre.catalog); err != nil {
 		return nil, err // a missing privilege: exit 1, a grant fixes it
 	}
 	id, err := r.readSource(ctx, q, src)
@@ -56,7 +58,7 @@ func (r *runner) claim(ctx context.Context, src source.Source, dst sink.Sink) (*
 	r.source = &id
 	mine := catalog.Record{Copy: c.Sink.Ident.String(), SourceName: c.Name, Source: id, Cursor: r.st.Cursor,
 		Writer: writerName(), StateFile: r.o.Store.Path(), ResyncedAt: r.st.ResyncedAt.Truncate(time.Microsecond)}
-	rec, created, err := catalog.Claim(ctx, conn, mine)
+	rec, created, err := catalog.ClaimFrom(ctx, conn, mine, r.pre.catalog)
 	if err != nil {
 		return nil, err
 	}
@@ -316,25 +318,36 @@ func copyHolds(ctx context.Context, conn *pgx.Conn, c *config.Config) (bool, err
 }
 
 // copyState is "missing" or "empty" for a copy that lacks its rows, ""
-// for one that holds a row.
+// for one that holds a row, in one round trip: a copy that does not exist
+// (or whose schema does not) fails the statement with undefined_table or
+// invalid_schema_name, which resolve the qualified name as to_regclass
+// would.
 func copyState(ctx context.Context, conn *pgx.Conn, c *config.Config) (string, error) {
 	t := c.Sink.Ident
-	q := pgutil.Qualified(t.Schema, t.Name)
-	var exists bool
-	if err := conn.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q).Scan(&exists); err != nil {
-		return "", fmt.Errorf("look for the copy %s: %w", t, err)
-	}
-	if !exists {
+	var any bool
+	err := conn.QueryRow(ctx, copyHoldsSQL(c)).Scan(&any)
+	if missingTable(err) {
 		return "missing", nil
 	}
-	var any bool
-	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+q+")").Scan(&any); err != nil {
+	if err != nil {
 		return "", sink.Explain(ctx, conn, c, []string{t.String()}, fmt.Errorf("look into the copy %s: %w", t, err))
 	}
 	if any {
 		return "", nil
 	}
 	return "empty", nil
+}
+
+// copyHoldsSQL asks whether c's copy holds a row.
+func copyHoldsSQL(c *config.Config) string {
+	return "SELECT EXISTS (SELECT 1 FROM " + pgutil.Qualified(c.Sink.Ident.Schema, c.Sink.Ident.Name) + ")"
+}
+
+// missingTable reports whether err is PostgreSQL's undefined_table or
+// invalid_schema_name.
+func missingTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }
 
 // writerName names this process in the catalog: host and pid.

@@ -303,6 +303,8 @@ type runner struct {
 	// they are the cache's (the copy's checks are skipped).
 	srcFP, dstFP string
 	trusted      bool
+	known        *sink.Known // what the sink's Prepare read of the copy (SchemaCache)
+	pre          prefetched  // read with the copy's fingerprint (copyFingerprint)
 	// recordedColumns are the source's columns as the sink's record knew
 	// them before this run (nil: a record registered by this run): the
 	// columns the copy follows when the state file has no schema of them.
@@ -384,7 +386,7 @@ func (r *runner) remember(err error) {
 		sc.forget()
 		return
 	}
-	sc.store(r.c, r.srcFP, r.dstFP, r.src.Table(), r.res.CursorIndex, st)
+	sc.store(r.c, r.srcFP, r.dstFP, r.src.Table(), r.res.CursorIndex, r.known, st)
 }
 
 // open reads the state, refuses a watermark computed for other settings,

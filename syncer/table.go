@@ -2,10 +2,13 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/kind"
 	"github.com/syncd/syncd/page"
@@ -145,8 +148,12 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	if err != nil {
 		return false, err
 	}
-	if err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path()); err != nil {
+	held, err := checkCopyNotLost(ctx, sink.LockConn(dst), r.c, r.st, r.o.Store.Path(), r.pre.holds)
+	if err != nil {
 		return false, err
+	}
+	if pg, ok := dst.(*sink.Postgres); ok && held {
+		pg.HoldsRows() // the fast path need not ask again
 	}
 	if err := adoptIdentity(r.o.Store, k, r.c, r.st); err != nil {
 		return false, err
@@ -160,22 +167,65 @@ func (r *runner) openTable(ctx context.Context, k kind.Kind) (read bool, err err
 	return r.position(ctx, src, bound, caughtUp)
 }
 
+// prefetched is what copyFingerprint read, in its round trip, for the
+// steps after it: the sink catalog's version and the copy's record (for
+// claim) and whether the copy holds a row (for the lost-copy check). Each
+// step reads what is missing itself.
+type prefetched struct {
+	catalog *catalog.Prefetch
+	holds   *bool
+}
+
 // copyFingerprint reads the copy's catalog fingerprint for a run with a
 // SchemaCache, on the sink's session after the run lock is taken (no other
 // syncd process changes the copy meanwhile), and decides whether the run
-// can trust what the last one checked.
+// can trust what the last one checked. The reads every such run makes on
+// the sink next go in the same round trip (a pgx.Batch, one flush): the
+// sink catalog's version and the copy's record, whether the copy holds a
+// row, and the sink's durability settings. They read the databases at
+// this run's moment, under its lock, as the steps that use them would a
+// moment later; none is kept for another run. A statement that fails in
+// the batch (no catalog yet, no copy) leaves the ones after it unread,
+// and each step then reads its own, as run --once always does.
 func (r *runner) copyFingerprint(ctx context.Context) error {
 	conn := sink.LockConn(r.dst)
 	if r.o.Schema == nil || conn == nil || r.src == nil {
 		return nil
 	}
-	var err error
 	t := r.c.Sink.Ident
-	if r.dstFP, err = pgutil.Fingerprint(ctx, conn, t.Schema, t.Name); err != nil {
-		return fmt.Errorf("sink table %s: %w", t, err)
+	var b pgx.Batch
+	var read bool
+	pgutil.QueueFingerprint(&b, t.Schema, t.Name, &r.dstFP, &read)
+	// In the order of how rarely each fails: the catalog on the first
+	// run in a sink database, the copy's EXISTS when the copy is missing
+	// (a run that then fails, or a first load that does not ask), the WAL
+	// positions on a sink in recovery (every run there).
+	if _, ok := r.dst.(sink.Recorder); ok {
+		r.pre.catalog = catalog.Queue(&b, t.String())
+	}
+	if checksCopy(r.c, r.st) {
+		b.Queue(copyHoldsSQL(r.c)).QueryRow(func(row pgx.Row) error {
+			var holds bool
+			if err := row.Scan(&holds); err != nil {
+				return err
+			}
+			r.pre.holds = &holds
+			return nil
+		})
+	}
+	pg, _ := r.dst.(*sink.Postgres)
+	if pg != nil {
+		pg.QueueDurability(&b)
+	}
+	berr := conn.SendBatch(ctx, &b).Close()
+	if !read {
+		var err error
+		if r.dstFP, err = pgutil.Fingerprint(ctx, conn, t.Schema, t.Name); err != nil {
+			return fmt.Errorf("sink table %s: %w", t, errors.Join(err, berr))
+		}
 	}
 	r.trusted = r.o.Schema.trusted(r.c, r.src, r.dstFP, r.st)
-	if pg, ok := r.dst.(*sink.Postgres); ok && r.o.Schema.changed(r.c, r.src.Described, r.dstFP) {
+	if pg != nil && r.o.Schema.changed(r.c, r.src.Described, r.dstFP) {
 		if err := pg.SchemaChanged(ctx); err != nil {
 			return fmt.Errorf("sink table %s: %w", t, err)
 		}
@@ -219,11 +269,16 @@ func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	if r.trusted {
 		// The source's schema and the copy are as the last run left
 		// them: nothing to follow, nothing to check again.
-		if pg, ok := dst.(*sink.Postgres); ok {
+		pg, _ := dst.(*sink.Postgres)
+		if pg != nil {
 			pg.Trust()
+			pg.UseKnown(r.o.Schema.copyKnown(r.c, r.dstFP))
 		}
 		if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 			return err
+		}
+		if pg != nil {
+			r.known = pg.Known()
 		}
 		if b, ok := dst.(sink.BinaryWriter); ok && b.WantsBinary() {
 			if s, ok := src.(source.BinaryReader); ok {
@@ -246,6 +301,9 @@ func (r *runner) prepare(ctx context.Context, src source.Source) error {
 	}
 	if err := dst.Prepare(ctx, src.Table().Columns); err != nil {
 		return err
+	}
+	if pg, ok := dst.(*sink.Postgres); ok {
+		r.known = pg.Known()
 	}
 	if conn := sink.LockConn(dst); conn != nil {
 		sink.WarnFsync(ctx, conn, r.c.Sink.DSN, r.log)

@@ -233,6 +233,17 @@ func (p *Pool) Broken(conn *pgx.Conn) {
 // inside a transaction, marked Broken, whose reset fails, given back with
 // a ctx that is done, or beyond MaxIdle is closed instead.
 func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, epoch int64, reset string) {
+	p.put(ctx, key, conn, epoch, reset, false)
+}
+
+// unlockAll releases every session advisory lock of a session about to be
+// closed without its reset (see Session.ReleasesLocks).
+const unlockAll = "SELECT pg_advisory_unlock_all()"
+
+// put is Put; with unlock, a session closed without its reset (which
+// releases them) first releases its advisory locks, so that they are free
+// when Put returns, not only once the server has ended the session.
+func (p *Pool) put(ctx context.Context, key string, conn *pgx.Conn, epoch int64, reset string, unlock bool) {
 	p.mu.Lock()
 	broken := p.broken[conn]
 	delete(p.broken, conn)
@@ -243,6 +254,7 @@ func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, epoch int64,
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := conn.Exec(rctx, reset, pgx.QueryExecModeSimpleProtocol)
 		cancel()
+		unlock = unlock && err != nil // a reset that ran released them
 		ok = err == nil && conn.PgConn().TxStatus() == 'I'
 	}
 	if ok {
@@ -256,6 +268,13 @@ func (p *Pool) Put(ctx context.Context, key string, conn *pgx.Conn, epoch int64,
 		p.mu.Unlock()
 	}
 	p.count(func(s *Stats) { s.Closed++ })
+	if unlock && !conn.IsClosed() {
+		// As the holder's own release would have, also for a run that
+		// failed or was stopped: the next run may start at once.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_, _ = conn.Exec(uctx, unlockAll, pgx.QueryExecModeSimpleProtocol)
+		cancel()
+	}
 	_ = conn.Close(context.WithoutCancel(ctx))
 }
 
@@ -317,6 +336,7 @@ type Session struct {
 	key    string
 	reset  string
 	epoch  int64
+	unlock bool // Release releases its advisory locks (ReleasesLocks)
 }
 
 // Open takes a session of key from ctx's pool or dials one; reset is what
@@ -344,8 +364,25 @@ func (s *Session) Release(ctx context.Context, extra string) error {
 	if s.pool == nil {
 		return s.Conn.Close(context.WithoutCancel(ctx))
 	}
-	s.pool.Put(ctx, s.key, s.Conn, s.epoch, extra+s.reset)
+	s.pool.put(ctx, s.key, s.Conn, s.epoch, extra+s.reset, s.unlock)
 	return nil
+}
+
+// ReleasesLocks reports whether Release releases the session advisory
+// locks taken on the session (the run lock), so that their holder need
+// not: true for a session of a pool, whose reset (Reset) ends with
+// pg_advisory_unlock_all() in the same round trip, and which, when it is
+// closed instead (marked broken, a reset that failed, a stopped run),
+// runs pg_advisory_unlock_all() before it closes, as the holder would
+// have. A session without a pool is closed by Release, and the server
+// releases its locks only once it has ended the session: its holder
+// releases them itself (false). From the call on, Release does so.
+func (s *Session) ReleasesLocks() bool {
+	if s.pool == nil {
+		return false
+	}
+	s.unlock = true
+	return true
 }
 
 // SchemaChanged is called by a run that found its table or copy changed

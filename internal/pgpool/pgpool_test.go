@@ -2,6 +2,7 @@ package pgpool_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +162,58 @@ func TestBrokenSessionsAreClosedAndPoolIsBounded(t *testing.T) {
 	testutil.Eventually(t, 10*time.Second, "the pool to close its idle sessions after IdleTimeout", func() bool {
 		return p.Stats().Idle == 0
 	})
+}
+
+// A pooled session releases the advisory locks its run took (the run
+// lock, whose holder leaves them to it: ReleasesLocks) before Release
+// returns, also when it is closed instead of kept (a run that failed marks
+// it broken): the next run, in this process or another, may take them at
+// once, not only once the server has ended the session. A session without
+// a pool leaves them to their holder.
+func TestReleaseFreesTheRunLockAlsoWhenClosing(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	if s, err := pgpool.Open(ctx, "k", pgpool.Reset, dialer(db.URL)); err != nil {
+		t.Fatal(err)
+	} else {
+		if s.ReleasesLocks() {
+			t.Fatal("a session without a pool says it releases its locks")
+		}
+		_ = s.Release(ctx, "")
+	}
+	p := pgpool.New(pgpool.Options{MaxIdle: 1})
+	defer p.Close()
+	var ctr pgutil.Counter
+	pctx := pgpool.With(pgutil.WithCounter(ctx, &ctr), p)
+	for _, broken := range []bool{false, true} {
+		s, err := pgpool.Open(pctx, "k", pgpool.Reset+"; "+limits, dialer(db.URL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !s.ReleasesLocks() {
+			t.Fatal("a pooled session says it does not release its locks")
+		}
+		if _, err := s.Conn.Exec(ctx, "SELECT pg_advisory_lock(43)"); err != nil {
+			t.Fatal(err)
+		}
+		if broken {
+			pgpool.Broken(pctx, s.Conn)
+		}
+		before := ctr.Snapshot()
+		if err := s.Release(pctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Conn.IsClosed(); got != broken {
+			t.Fatalf("broken %v: the session is closed %v", broken, got)
+		}
+		// Released by the session itself, not left to the server's end
+		// of it (which comes a moment after the close).
+		if sent := ctr.Snapshot().Since(before).Statements; len(sent) == 0 || !strings.Contains(sent[0], "pg_advisory_unlock_all()") {
+			t.Fatalf("broken %v: Release sent %q; want pg_advisory_unlock_all() first", broken, sent)
+		}
+		var free bool
+		if err := db.Pool.QueryRow(ctx, "SELECT pg_try_advisory_lock(43) AND pg_advisory_unlock(43)").Scan(&free); err != nil || !free {
+			t.Fatalf("broken %v: the lock is still held when Release returned (%v)", broken, err)
+		}
+	}
 }

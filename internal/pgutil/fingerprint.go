@@ -63,18 +63,16 @@ func Fingerprint(ctx context.Context, conn *pgx.Conn, schema, name string) (stri
 	return fp, nil
 }
 
-// QueueFingerprint queues Fingerprint's query on b, a batch the caller
-// sends with other statements in the same round trip: done receives the
-// fingerprint, or the error, when the batch's results are read.
-func QueueFingerprint(b *pgx.Batch, schema, name string, done func(fp string, err error)) {
+// QueueFingerprint queues the read of Fingerprint in b, for a caller that
+// sends it with other statements in one round trip: *fp is set, and *ok
+// to true, once b's results are read, unless the read failed.
+func QueueFingerprint(b *pgx.Batch, schema, name string, fp *string, ok *bool) {
 	b.Queue(fingerprintSQL, Qualified(schema, name)).QueryRow(func(row pgx.Row) error {
-		var fp string
-		err := row.Scan(&fp)
-		if err != nil {
-			err = fmt.Errorf("read the catalog fingerprint of %s.%s: %w", schema, name, err)
+		if err := row.Scan(fp); err != nil {
+			return fmt.Errorf("read the catalog fingerprint of %s.%s: %w", schema, name, err)
 		}
-		done(fp, err)
-		return err
+		*ok = true
+		return nil
 	})
 }
 
