@@ -2,8 +2,12 @@ package reconcile
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgtest"
 )
 
@@ -63,5 +67,84 @@ func TestKeyHashByValue(t *testing.T) {
 	// is hashed by its canonical text on both sides.
 	if f := valueFamilies([]column{cols["u"], cols["a"]}, []column{cols["s"], cols["c"]}); f[0] != "" || f[1] != "int" {
 		t.Errorf("families of (uuid, int4) against (text, int8): %q, want canonical text and int", f)
+	}
+}
+
+// TestHashedKeyLevelsUseIndexOnlyScans asserts on the plans of the key
+// check's checksum queries for keys on the hash line (a uuid, a (text,
+// int4) key), on both sides of a vacuumed table: the first level and a
+// deeper one read the key's index by an Index Only Scan, never the heap,
+// and hash the key by its values (no canonical text is built).
+func TestHashedKeyLevelsUseIndexOnlyScans(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, ddl, key, hash string }{
+		{"uuid", `CREATE TABLE t (k uuid PRIMARY KEY, updated_at timestamptz NOT NULL, val text);
+INSERT INTO t SELECT md5(g::text)::uuid, '2026-01-01'::timestamptz + g * interval '1 s', md5(g::text) FROM generate_series(1, 50000) g`, "[k]", "uuid_hash_extended"},
+		{"text-int", `CREATE TABLE t (r text NOT NULL, n int4 NOT NULL, updated_at timestamptz NOT NULL, val text, PRIMARY KEY (r, n));
+INSERT INTO t SELECT 'r' || (g % 100), g, '2026-01-01'::timestamptz + g * interval '1 s', md5(g::text) FROM generate_series(1, 50000) g`, "[r, n]", "hashint8extended"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := pgtest.NewDB(t), pgtest.NewDB(t)
+			for _, db := range []*pgtest.DB{src, dst} {
+				for _, q := range strings.Split(tc.ddl, ";\n") {
+					db.Exec(t, q)
+				}
+				db.Exec(t, "VACUUM ANALYZE t")
+			}
+			cfg, err := config.Parse("t.yaml", fmt.Appendf(nil, "name: t\nsource:\n  dsn: %s\n  table: t\n  cursor: [updated_at, %s]\nsink:\n  dsn: %s\n  table: t\n  key: %s\n", src.URL, strings.Trim(tc.key, "[]"), dst.URL, tc.key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _, _, closeAll, err := open(ctx, cfg, nil, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer closeAll()
+			k := c.keyView()
+			if err := k.preferIndex(ctx); err != nil {
+				t.Fatal(err)
+			}
+			top, ok, err := k.top(ctx)
+			if err != nil || !ok {
+				t.Fatalf("top: %v %v", ok, err)
+			}
+			kids, bucket := k.split([]segment{top})
+			if bucket == "" {
+				t.Fatal("the first level of the hash line is not cut by arithmetic")
+			}
+			k.level = 1
+			todo := kids[10:13]
+			for i := range todo {
+				todo[i].n = 64
+			}
+			deeper, _ := k.split(todo)
+			lo, hi := bounds(deeper)
+			for _, sd := range []*side{k.src, k.dst} {
+				for _, q := range []struct {
+					name string
+					sql  string
+					args []any
+				}{
+					{"first level", sd.checksumSQL(false, bucket), nil},
+					{"deeper level", sd.checksumSQL(false, ""), []any{lo, hi}},
+				} {
+					if !strings.Contains(q.sql, tc.hash) || strings.Contains(q.sql, "quote_nullable") {
+						t.Errorf("%s, %s: the key is not hashed by its values (%s):\n%s", sd.role, q.name, tc.hash, q.sql)
+					}
+					rows, err := sd.conn.Query(ctx, "EXPLAIN "+q.sql, q.args...)
+					if err != nil {
+						t.Fatalf("%s %s: %v", sd.role, q.name, err)
+					}
+					lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+					if err != nil {
+						t.Fatal(err)
+					}
+					plan := strings.Join(lines, "\n")
+					if !strings.Contains(plan, "Index Only Scan using t_pkey on t y") || strings.Contains(plan, "Seq Scan on t") {
+						t.Errorf("%s, %s: want an Index Only Scan of t_pkey, no Seq Scan of t:\n%s\n%s", sd.role, q.name, q.sql, plan)
+					}
+				}
+			}
+		})
 	}
 }
