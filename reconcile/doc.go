@@ -84,7 +84,9 @@
 // each side can answer from its key index by an index-only scan
 // (preferIndex); for an integer key each range is summed by its own range
 // scan of that index (side.ranged, rangedSQL), not placed in a hash table
-// of ranges. It finds the copy's extra keys (rows deleted at the
+// of ranges; any other key stays on a hash line but is hashed from its
+// values (keyHash: uuid and text bytes, integers by value, column hashes
+// chained), not from its canonical text. It finds the copy's extra keys (rows deleted at the
 // source) and the keys it lacks, re-reads each on both sides as above
 // (recheckKeys, by presence only), and with repair deletes the extra rows
 // through the sink, guarded by the copy row it re-read. Missing keys are

@@ -163,12 +163,29 @@ func (c *comparer) keyView() *comparer {
 	// 64-bit hashes that is a chance of about 2^-64 per such range, once
 	// in ~10^19 checks of a range that differs that way; and the keys of
 	// the ranges that differ are compared themselves, not by hash.
-	intHash := src.intKey && src.hash("t") == fastHash("t")
+	//
+	// Any other key is hashed by its values too (keyHash: uuid and text
+	// by their bytes, integers by value, other types by their canonical
+	// text, column hashes chained so that the order of the values
+	// counts), twice: once, seeded with lineSeed, for its place on the
+	// hash line and once, seeded with sumSeed, to be summed, so that a
+	// range's sum is unrelated to where its keys lie in it. The same
+	// argument holds: counts find every deleted or extra key, and only
+	// equal counts with equal sums of differing keys (chance about 2^-64
+	// per range) could hide a difference.
+	agree := src.hash("t") == fastHash("t")
+	intHash := src.intKey && agree
+	families := valueFamilies(src.keys, dst.keys)
 	for _, sd := range []*side{&src, &dst} {
 		sd.cols, sd.synced = sd.keys, ""
-		if intHash {
+		switch {
+		case intHash:
 			key := "(y." + ident(sd.keys[0].Name) + ")::int8"
 			sd.hash = func(string) string { return "hashint8extended(" + key + ", " + key + ")" }
+		case agree && !sd.intKey:
+			keys := sd.keys
+			sd.hash = func(string) string { return keyHash("y.", keys, families, sumSeed) }
+			sd.line = func(a string) string { return keyHash(a+".", keys, families, lineSeed) }
 		}
 	}
 	// A key costs a few bytes to sum in the database and about 60 to

@@ -37,6 +37,9 @@ type side struct {
 	guard keyGuard
 	// hash is the SQL of the 64-bit hash of a text (the same on both sides).
 	hash func(text string) string
+	// line, when set, is the SQL of a row's place on a hash line over
+	// alias a (ord), instead of the hash of the key's canonical text.
+	line func(a string) string
 	// ranged: the side sums each child by its own range of the key's index
 	// (rangedSQL) instead of placing every row in a hash table of children;
 	// the key check of an integer key read from its index (keyset.go).
@@ -49,6 +52,9 @@ func (sd *side) qualified() string { return pgutil.Qualified(sd.table.Schema, sd
 func (sd *side) ord(a string) string {
 	if sd.intKey {
 		return a + "." + ident(sd.keys[0].Name)
+	}
+	if sd.line != nil {
+		return sd.line(a)
 	}
 	return sd.hash(rowText(a+".", sd.keys))
 }
