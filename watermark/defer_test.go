@@ -1,6 +1,7 @@
 package watermark
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -139,5 +140,81 @@ func TestRecordsWrittenAtOnceByDefault(t *testing.T) {
 	}
 	if st, _, err := ReadState(path, "a", time.Second); err != nil || !st.LastRunAt.Equal(at) {
 		t.Fatalf("the file has %+v (err %v), want the run's record", st, err)
+	}
+}
+
+// Sources updated at once from several goroutines, with flushes between,
+// end with every update in the file: none lost to a pending state written
+// over by another source's durable write or a flush.
+func TestDeferredRecordsConcurrent(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.db")
+	s, err := Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.DeferRecords()
+	const sources, updates = 8, 60
+	done := make(chan struct{})
+	flushed := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-done:
+				flushed <- nil
+				return
+			default:
+				if err := s.Flush(); err != nil {
+					flushed <- err
+					return
+				}
+			}
+		}
+	}()
+	errs := make(chan error, sources)
+	for i := range sources {
+		go func() {
+			name := fmt.Sprintf("s%d", i)
+			if err := s.Put(name, State{Cursor: []string{"0"}}); err != nil {
+				errs <- err
+				return
+			}
+			for u := 1; u <= updates; u++ {
+				err := s.Update(name, func(st *State) error {
+					st.LastRows, st.TotalRead = int64(u), st.TotalRead+1
+					if u%10 == 0 { // every tenth moves the watermark: written at once
+						st.Cursor = []string{fmt.Sprint(u)}
+					}
+					return nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range sources {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err = Open(path, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range sources {
+		st, ok, err := s.Get(fmt.Sprintf("s%d", i))
+		if err != nil || !ok || st.LastRows != updates || st.TotalRead != updates || !slices.Equal(st.Cursor, []string{fmt.Sprint(updates)}) {
+			t.Errorf("s%d in the file: last_rows %d, total_read %d, cursor %v (ok %v, err %v); want %d, %d, [%d]", i, st.LastRows, st.TotalRead, st.Cursor, ok, err, updates, updates, updates)
+		}
 	}
 }
