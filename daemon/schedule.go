@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"container/heap"
 	"fmt"
 	"hash/fnv"
 	"sync"
@@ -35,11 +36,37 @@ func (realClock) At(t time.Time) (<-chan struct{}, func()) {
 type entryID int
 
 // entry is a schedule and its job; next is when it fires next (zero:
-// never).
+// never), and index its place in the scheduler's queue (-1: not queued).
 type entry struct {
 	sched cron.Schedule
 	job   func()
 	next  time.Time
+	index int
+}
+
+// queue holds the entries that fire, earliest first (container/heap): a
+// firing looks at the entries due, not at every entry, which matters with
+// a thousand sources each firing once a period.
+type queue []*entry
+
+func (q queue) Len() int           { return len(q) }
+func (q queue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q queue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index, q[j].index = i, j
+}
+func (q *queue) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*q)
+	*q = append(*q, e)
+}
+func (q *queue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	*q = old[:len(old)-1]
+	e.index = -1
+	return e
 }
 
 // scheduler fires each job when its schedule says, by Clock: a tick starts
@@ -52,6 +79,7 @@ type scheduler struct {
 
 	mu      sync.Mutex
 	entries map[entryID]*entry
+	queue   queue // the entries of entries whose next is not zero
 	last    entryID
 	started bool
 
@@ -99,7 +127,11 @@ func (s *scheduler) addSpread(spec, key string, job func()) (entryID, error) {
 	s.mu.Lock()
 	s.last++
 	id := s.last
-	s.entries[id] = &entry{sched: sched, job: job, next: sched.Next(s.clock.Now().In(s.loc))}
+	e := &entry{sched: sched, job: job, next: sched.Next(s.clock.Now().In(s.loc)), index: -1}
+	s.entries[id] = e
+	if !e.next.IsZero() {
+		heap.Push(&s.queue, e)
+	}
 	s.mu.Unlock()
 	s.poke()
 	return id, nil
@@ -108,6 +140,9 @@ func (s *scheduler) addSpread(spec, key string, job func()) (entryID, error) {
 // remove unschedules an entry; a job it started goes on.
 func (s *scheduler) remove(id entryID) {
 	s.mu.Lock()
+	if e, ok := s.entries[id]; ok && e.index >= 0 {
+		heap.Remove(&s.queue, e.index)
+	}
 	delete(s.entries, id)
 	s.mu.Unlock()
 	s.poke()
@@ -179,17 +214,22 @@ func (s *scheduler) due() ([]func(), time.Time) {
 	defer s.mu.Unlock()
 	now := s.clock.Now().In(s.loc)
 	var jobs []func()
-	var next time.Time
-	for _, e := range s.entries {
-		if !e.next.IsZero() && !e.next.After(now) {
-			jobs = append(jobs, e.job)
-			e.next = e.sched.Next(now)
-		}
-		if !e.next.IsZero() && (next.IsZero() || e.next.Before(next)) {
-			next = e.next
+	var fired []*entry
+	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
+		e := heap.Pop(&s.queue).(*entry)
+		jobs = append(jobs, e.job)
+		fired = append(fired, e)
+	}
+	// Queued again once all are taken: each fires once a call, as before.
+	for _, e := range fired {
+		if e.next = e.sched.Next(now); !e.next.IsZero() {
+			heap.Push(&s.queue, e)
 		}
 	}
-	return jobs, next
+	if len(s.queue) == 0 {
+		return jobs, time.Time{}
+	}
+	return jobs, s.queue[0].next
 }
 
 // Spreading the ticks. Sources that share a schedule would all fire at the

@@ -152,3 +152,52 @@ func TestSpreadSchedules(t *testing.T) {
 		}
 	}
 }
+
+// A thousand spread entries: walking the scheduler from one earliest
+// firing to the next fires each entry once a period, in time order, and
+// never one that was removed (the queue keeps the entries by their next
+// time instead of scanning them all at each firing).
+func TestSchedulerQueueFiresEachEntryOncePerPeriod(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := &stepClock{now: start}
+	s := newScheduler(clock)
+	counts := make([]int, 1000)
+	ids := make([]entryID, len(counts))
+	for i := range counts {
+		id, err := s.addSpread("@every 1m", fmt.Sprintf("t%04d\x00sync", i), func() { counts[i]++ })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = id
+	}
+	for i := 0; i < len(ids); i += 10 {
+		s.remove(ids[i])
+	}
+	end := start.Add(4*time.Minute - time.Nanosecond) // the first period, then three
+	var last time.Time
+	for {
+		jobs, next := s.due()
+		for _, job := range jobs {
+			job()
+		}
+		if next.IsZero() || next.After(end) {
+			break
+		}
+		if next.Before(last) {
+			t.Fatalf("the next firing %s is before the one before it, %s", next, last)
+		}
+		last = next
+		clock.mu.Lock()
+		clock.now = next
+		clock.mu.Unlock()
+	}
+	for i, n := range counts {
+		want := 3
+		if i%10 == 0 {
+			want = 0
+		}
+		if n != want {
+			t.Errorf("entry %d fired %d times in three periods, want %d", i, n, want)
+		}
+	}
+}

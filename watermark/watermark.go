@@ -3,18 +3,29 @@
 // sink, plus what the last run did. A Put returns only after bbolt has
 // fsynced the file, and callers write only after the sink has committed, so
 // a crash between the two re-applies a page and never skips one.
+//
+// The one exception is opt-in (DeferRecords, the daemon's): a change of
+// nothing but the last run's record (when it ran, its bound, how far it
+// caught up, its row counts; see recordOnly) may wait in memory until the
+// next Flush or the next durable write, so that an idle run of each of a
+// thousand sources does not fsync the file. Losing such a change in a crash
+// leaves the older record, which is never less safe to resume from.
 package watermark
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/debug"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/internal/sourceerr"
 	bolt "go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
@@ -261,6 +272,18 @@ type record struct {
 type Store struct {
 	db   *bolt.DB
 	path string
+
+	// mu is held by each write of source states (Update, Flush), so that
+	// the pending states and the file change in one order.
+	mu sync.Mutex
+	// deferring is set by DeferRecords; pending holds, by source name, the
+	// encoded states whose change was only the run record and that are not
+	// written yet (read by Get and Update before the file). pmu guards
+	// pending; a write changes it holding mu as well, so a writer reads
+	// it without pmu.
+	deferring bool
+	pmu       sync.Mutex
+	pending   map[string][]byte
 }
 
 // Open opens (or creates) the state file at path, waiting at most timeout
@@ -396,11 +419,85 @@ func (s *Store) checkVersion() error {
 // Path is the state file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the state file.
-func (s *Store) Close() error { return s.db.Close() }
+// Close writes the pending run records (DeferRecords) and closes the
+// state file.
+func (s *Store) Close() error {
+	ferr := s.Flush()
+	if err := s.db.Close(); err != nil {
+		return err
+	}
+	return ferr
+}
+
+// DeferRecords lets an Update whose only change is the source's run record
+// (recordOnly) return before it is written: the state waits in memory, read
+// by Get and Update, until Flush, Close or the next durable write of any
+// source, which writes every pending state in its own transaction. The
+// caller flushes often (the daemon: every FlushEvery). Everything a run
+// resumes from (the watermark, a resync, a first load, the schema, the
+// identity, a lowered lookback bound) is still written at once.
+func (s *Store) DeferRecords() {
+	s.mu.Lock()
+	s.deferring = true
+	s.mu.Unlock()
+}
+
+// FlushEvery is how often the daemon writes the pending run records: at
+// most this much of them is lost in a crash, and a process reading the
+// state file beside the daemon (status, reconcile) sees a run's record at
+// most this late.
+const FlushEvery = time.Second
+
+// Flush writes the pending run records in one transaction.
+func (s *Store) Flush() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.pending) == 0 {
+		return nil
+	}
+	if err := s.db.Update(s.putPending); err != nil {
+		return fmt.Errorf("write the run records of %d sources to %s: %w", len(s.pending), s.path, err)
+	}
+	s.clearPending()
+	return nil
+}
+
+// clearPending forgets the pending states once written; s.mu is held.
+func (s *Store) clearPending() {
+	s.pmu.Lock()
+	clear(s.pending)
+	s.pmu.Unlock()
+}
+
+// putPending writes the pending states in tx; s.mu is held.
+func (s *Store) putPending(tx *bolt.Tx) error {
+	if len(s.pending) == 0 {
+		return nil
+	}
+	b, err := sources(tx)
+	if err != nil {
+		return err
+	}
+	for name, raw := range s.pending {
+		if err := b.Put([]byte(name), raw); err != nil {
+			return err
+		}
+	}
+	return nil
+}
 
 // Get returns the state of source name; ok is false when none is stored.
 func (s *Store) Get(name string) (st State, ok bool, err error) {
+	s.pmu.Lock()
+	raw := s.pending[name]
+	s.pmu.Unlock()
+	if raw != nil {
+		st, err = Decode(raw)
+		if err != nil {
+			return State{}, false, &sourceerr.ResyncNeeded{Source: name, Reason: fmt.Sprintf("read watermark of %s from %s: %v; ", name, s.path, err), Alt: "(or --from) to replace it", Err: err}
+		}
+		return st, true, nil
+	}
 	err = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketSources)
 		if b == nil {
@@ -447,9 +544,25 @@ func (s *Store) Update(name string, fn func(st *State) error) error {
 }
 
 // update runs fn on the stored state (decoded only when read is set) and
-// writes the result in one bbolt transaction.
+// writes the result in one bbolt transaction, with the pending run records
+// of every source; under DeferRecords a change of only the run record
+// joins them instead.
 func (s *Store) update(name string, read bool, fn func(st *State) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.deferring && read {
+		done, err := s.deferUpdate(name, fn)
+		if err != nil {
+			return fmt.Errorf("update watermark of %s in %s: %w", name, s.path, err)
+		}
+		if done {
+			return nil
+		}
+	}
 	err := s.db.Update(func(tx *bolt.Tx) error {
+		if err := s.putPending(tx); err != nil {
+			return err
+		}
 		b, err := sources(tx)
 		if err != nil {
 			return err
@@ -472,7 +585,102 @@ func (s *Store) update(name string, read bool, fn func(st *State) error) error {
 	if err != nil {
 		return fmt.Errorf("update watermark of %s in %s: %w", name, s.path, err)
 	}
+	s.clearPending()
 	return nil
+}
+
+// deferUpdate applies fn to the state of name as it stands (pending, else
+// in the file); when that changes only the run record, the new state
+// becomes pending and done is true. Otherwise nothing is kept and the
+// caller writes at once (fn runs again there, on the same state: s.mu is
+// held, so nothing changed it meanwhile). s.mu is held.
+func (s *Store) deferUpdate(name string, fn func(st *State) error) (done bool, err error) {
+	raw := s.pending[name]
+	if raw == nil {
+		err := s.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketSources); b != nil {
+				raw = bytes.Clone(b.Get([]byte(name)))
+			}
+			return nil
+		})
+		if err != nil || raw == nil {
+			return false, err // a new source's first state is written at once
+		}
+	}
+	// Decoded twice: fn may change what the pointers of its state hold.
+	prev, err := Decode(raw)
+	if err != nil {
+		return false, err
+	}
+	next, err := Decode(raw)
+	if err != nil {
+		return false, err
+	}
+	if err := fn(&next); err != nil {
+		return false, err
+	}
+	if !recordOnly(prev, next) {
+		return false, nil
+	}
+	enc, err := Encode(next)
+	if err != nil {
+		return false, err
+	}
+	if bytes.Equal(enc, raw) {
+		return true, nil // nothing changed: nothing to write
+	}
+	s.pmu.Lock()
+	if s.pending == nil {
+		s.pending = map[string][]byte{}
+	}
+	s.pending[name] = enc
+	s.pmu.Unlock()
+	return true, nil
+}
+
+// recordOnly reports whether next differs from prev only in what the last
+// run did, in a way whose loss in a crash is harmless: the stored state
+// would stay prev, which a run resumes from as safely as from next. Those
+// fields are when the last run ran and ended well and what it read and
+// wrote (LastRunAt, LastSuccess, LastRows, LastPages, the Total counters,
+// the rows outside the cursor), its read bound and the transaction that
+// held it (Bound...), CaughtUp moving forward (an older one only says the
+// copy may be further behind), and LookbackBound set or moved forward (an
+// older or no stored bound makes the next run start earlier, re-reading
+// more: see syncer/idle.go). A change of LastStatus or LastError (a run
+// that failed, or recovered) is written at once, and so is everything
+// else: the cursor, a resync, a first load, the schema, the identity.
+func recordOnly(prev, next State) bool {
+	if next.LastStatus != prev.LastStatus || next.LastError != prev.LastError || next.CaughtUp.Before(prev.CaughtUp) {
+		return false
+	}
+	if next.LookbackBound != prev.LookbackBound && !later(prev.LookbackBound, next.LookbackBound) {
+		return false
+	}
+	for _, st := range []*State{&prev, &next} {
+		st.LastRunAt, st.LastSuccess, st.LastRows, st.LastPages = time.Time{}, time.Time{}, 0, 0
+		st.TotalRows, st.TotalRead, st.TotalWritten, st.TotalDeleted = 0, 0, 0, 0
+		st.NullCursorRows, st.AheadOfClockRows = 0, 0
+		st.Bound, st.BoundAt, st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = time.Time{}, time.Time{}, 0, "", time.Time{}
+		st.CaughtUp, st.LookbackBound = time.Time{}, ""
+	}
+	return reflect.DeepEqual(prev, next)
+}
+
+// later reports whether the lookback bound next is at or after prev, or
+// prev is none: both are timestamps as PostgreSQL prints them (ISO, the
+// session's time zone, which may differ between them).
+func later(prev, next string) bool {
+	if prev == "" {
+		return true
+	}
+	if next == "" {
+		return false
+	}
+	// The parser the next run's start reads them with (syncer/idle.go).
+	p, pok := pgutil.ParseTime(prev)
+	n, nok := pgutil.ParseTime(next)
+	return pok && nok && !n.Before(p)
 }
 
 // sources stamps the format version and returns the sources bucket of a
