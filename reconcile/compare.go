@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/syncd/syncd/sink"
@@ -36,6 +37,11 @@ type comparer struct {
 	// recheckWith, when set, re-reads the differing keys a stream found
 	// instead of recheck (the key check: keys.go).
 	recheckWith func(context.Context, [][]string) error
+	// looseKey is whether a source key column has a nondeterministic
+	// collation (keys of other texts may be equal), read once.
+	looseOnce sync.Once
+	looseKey  bool
+	looseErr  error
 }
 
 type kind int

@@ -93,3 +93,32 @@ func TestKeysValueHashedKeys(t *testing.T) {
 		})
 	}
 }
+
+// A key the copy holds in another form that the key's nondeterministic
+// collation calls equal ('Alpha' in the copy, 'alpha' in the source, after
+// the source's key changed only in case) is not a deleted row: the key
+// check must not delete the copy's row, whose key the source still holds.
+func TestKeysCollationEqualKeyIsNotDeleted(t *testing.T) {
+	f := &fixture{src: pgtest.NewDB(t), dst: pgtest.NewDB(t)}
+	for _, db := range []*pgtest.DB{f.src, f.dst} {
+		db.Exec(t, `CREATE COLLATION syncd_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE t (k text COLLATE syncd_ci PRIMARY KEY, updated_at timestamptz NOT NULL, val text);
+INSERT INTO t SELECT 'key' || g, '2026-01-01'::timestamptz + g * interval '1 s', md5(g::text) FROM generate_series(1, 2000) g;
+INSERT INTO t VALUES ('Alpha', '2026-01-01', 'a')`)
+	}
+	f.src.Exec(t, "UPDATE t SET k = 'alpha' WHERE k = 'Alpha'; DELETE FROM t WHERE k IN ('key7', 'key700')")
+	for _, db := range []*pgtest.DB{f.src, f.dst} {
+		db.Exec(t, "VACUUM ANALYZE t")
+	}
+	f.configure(t, fmt.Sprintf("name: t\nsource:\n  dsn: %s\n  table: t\n  cursor: [updated_at, k]\nsink:\n  dsn: %s\n  table: t\n  key: [k]\n", f.src.URL, f.dst.URL))
+	rep := f.keys(t, reconcile.Options{Repair: true})
+	if rep.Deleted() != 2 {
+		t.Errorf("the repair deleted %d rows, want 2 (key7 and key700)", rep.Deleted())
+	}
+	if n := queryStrings(t, f.dst, "SELECT count(*)::text FROM t WHERE k = 'alpha'")[0]; n != "1" {
+		t.Fatalf("the copy holds %s rows of the key 'alpha' (as 'Alpha'), want 1: the key check deleted a row the source still holds", n)
+	}
+	if n := queryStrings(t, f.dst, "SELECT count(*)::text FROM t")[0]; n != "1999" {
+		t.Fatalf("the copy holds %s rows, want 1999", n)
+	}
+}

@@ -137,6 +137,38 @@ func RecordKeys(rec StateRecorder, name string, started time.Time, rep *Report) 
 	return nil
 }
 
+// looseSourceKey says whether a key column of the source has a
+// nondeterministic collation, under which keys of different texts can be
+// equal (read once per comparer): only then does recheckKeys ask the
+// source for keys equal to the copy's.
+func (c *comparer) looseSourceKey(ctx context.Context) (bool, error) {
+	c.looseOnce.Do(func() {
+		names := make([]string, len(c.src.keys))
+		for i, k := range c.src.keys {
+			names[i] = k.Name
+		}
+		c.looseErr = c.src.conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_attribute a JOIN pg_collation k ON k.oid = a.attcollation
+WHERE a.attrelid = $1::regclass AND a.attname = ANY($2) AND NOT k.collisdeterministic)`, c.src.qualified(), names).Scan(&c.looseKey)
+		if c.looseErr != nil {
+			c.looseErr = fmt.Errorf("read the collations of the source's key columns of %s: %w", c.src.table, c.looseErr)
+		}
+	})
+	return c.looseKey, c.looseErr
+}
+
+// heldEqual says whether source row s is the row the source holds for a
+// copy key of another text (fetchEqual found it): the copy holds its key,
+// so it is not missing.
+func heldEqual(c *comparer, s *row, equal map[int]*row) bool {
+	k := c.key(s)
+	for _, e := range equal {
+		if c.key(e) == k {
+			return true
+		}
+	}
+	return false
+}
+
 // keyView is a comparer over the key columns alone: its sides hash and
 // stream only the key (the key index can answer them) and sum every
 // source row in scope, whatever the watermark. The differing keys its
@@ -320,11 +352,44 @@ func (c *comparer) recheckKeys(ctx context.Context, keys [][]string) error {
 			fixes = append(fixes, sink.Fix{Seen: d.raw})
 		}
 	}
+	// A copy row whose key text the source lacks may still have its key in
+	// the source under the source's own equality (a nondeterministic
+	// collation: 'Alpha' in the copy, 'alpha' in the source after a change
+	// of case only): it is not a deleted row, and is judged against the
+	// row the source holds for it, never deleted. One round trip for all.
+	var alone []*row
+	var aloneKeys [][]string
 	for k, d := range dstRows {
-		note(srcRows[k], d)
+		if s := srcRows[k]; s != nil {
+			note(s, d)
+			continue
+		}
+		key := make([]string, len(c.keyIdx))
+		for i, j := range c.keyIdx {
+			key[i] = string(d.raw[j])
+		}
+		alone, aloneKeys = append(alone, d), append(aloneKeys, key)
+	}
+	equal := map[int]*row{}
+	if len(alone) > 0 {
+		loose, err := c.looseSourceKey(ctx)
+		if err != nil {
+			return err
+		}
+		if !loose {
+			aloneKeys = nil
+		}
+	}
+	if len(aloneKeys) > 0 {
+		if err := c.src.fetchEqual(ctx, aloneKeys, func(i int, r row) { equal[i] = &r }); err != nil {
+			return err
+		}
+	}
+	for i, d := range alone {
+		note(equal[i], d)
 	}
 	for k, s := range srcRows {
-		if dstRows[k] == nil {
+		if dstRows[k] == nil && !heldEqual(c, s, equal) {
 			note(s, nil)
 		}
 	}

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -260,8 +261,47 @@ func (sd *side) fetchKeys(ctx context.Context, keys [][]string, fn func(row)) er
 	return sd.read(ctx, q, args, oids, fn)
 }
 
+// fetchEqual reads, for each of keys (the text of each key column), a row
+// of the side whose key equals it by the table's own equality: under a
+// nondeterministic collation 'Alpha' finds 'alpha', which fetchKeys'
+// caller, matching keys by their text, does not. fn gets the index of
+// the key in keys.
+func (sd *side) fetchEqual(ctx context.Context, keys [][]string, fn func(int, row)) error {
+	args := make([]any, len(sd.keys))
+	oids := make([]uint32, len(sd.keys))
+	params := make([]string, len(sd.keys))
+	names := make([]string, len(sd.keys))
+	eq := make([]string, len(sd.keys))
+	for i, k := range sd.keys {
+		vals := make([]string, len(keys))
+		for j, key := range keys {
+			vals[j] = key[i]
+		}
+		args[i], oids[i] = vals, pgtype.TextArrayOID
+		params[i] = fmt.Sprintf("$%d::text[]", i+1)
+		names[i] = fmt.Sprintf("syncd_k%d", i+1)
+		eq[i] = fmt.Sprintf("y.%s = u.syncd_k%d::%s", ident(k.Name), i+1, k.Type)
+	}
+	q := "SELECT " + sd.selectList() + ", u.syncd_ord FROM unnest(" + strings.Join(params, ", ") + ") WITH ORDINALITY AS u(" + strings.Join(names, ", ") +
+		", syncd_ord) CROSS JOIN LATERAL (SELECT * FROM " + sd.qualified() + " y WHERE " + strings.Join(eq, " AND ") + " LIMIT 1) y"
+	return sd.readVals(ctx, q, args, oids, func(r row, vals [][]byte) error {
+		ord, err := strconv.Atoi(string(vals[len(vals)-1]))
+		if err != nil || ord < 1 || ord > len(keys) {
+			return fmt.Errorf("read rows of %s %s: key number %q", sd.role, sd.table, vals[len(vals)-1])
+		}
+		fn(ord-1, r)
+		return nil
+	})
+}
+
 // read runs q with text results and decodes each row.
 func (sd *side) read(ctx context.Context, q string, args []any, oids []uint32, fn func(row)) error {
+	return sd.readVals(ctx, q, args, oids, func(r row, _ [][]byte) error { fn(r); return nil })
+}
+
+// readVals is read, fn also given the row's values as they came (columns
+// past the side's select list follow them).
+func (sd *side) readVals(ctx context.Context, q string, args []any, oids []uint32, fn func(row, [][]byte) error) error {
 	m := sd.conn.TypeMap()
 	params := make([][]byte, len(args))
 	for i, a := range args {
@@ -281,7 +321,10 @@ func (sd *side) read(ctx context.Context, q string, args []any, oids []uint32, f
 			r.inScope = string(vals[2*n+1]) == "true"
 			r.inWhere = string(vals[2*n+2]) == "true"
 		}
-		fn(r)
+		if err := fn(r, vals); err != nil {
+			_, _ = rr.Close()
+			return err
+		}
 	}
 	if _, err := rr.Close(); err != nil {
 		return fmt.Errorf("read rows of %s %s: %w", sd.role, sd.table, err)
