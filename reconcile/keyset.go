@@ -156,19 +156,6 @@ WHERE a.attrelid = $1::regclass AND a.attname = ANY($2) AND NOT k.collisdetermin
 	return c.looseKey, c.looseErr
 }
 
-// heldEqual says whether source row s is the row the source holds for a
-// copy key of another text (fetchEqual found it): the copy holds its key,
-// so it is not missing.
-func heldEqual(c *comparer, s *row, equal map[int]*row) bool {
-	k := c.key(s)
-	for _, e := range equal {
-		if c.key(e) == k {
-			return true
-		}
-	}
-	return false
-}
-
 // keyView is a comparer over the key columns alone: its sides hash and
 // stream only the key (the key index can answer them) and sum every
 // source row in scope, whatever the watermark. The differing keys its
@@ -370,26 +357,25 @@ func (c *comparer) recheckKeys(ctx context.Context, keys [][]string) error {
 		}
 		alone, aloneKeys = append(alone, d), append(aloneKeys, key)
 	}
-	equal := map[int]*row{}
+	equal := map[int]*row{}   // by the index in alone
+	held := map[string]bool{} // the keys of the rows in equal
 	if len(alone) > 0 {
 		loose, err := c.looseSourceKey(ctx)
 		if err != nil {
 			return err
 		}
-		if !loose {
-			aloneKeys = nil
-		}
-	}
-	if len(aloneKeys) > 0 {
-		if err := c.src.fetchEqual(ctx, aloneKeys, func(i int, r row) { equal[i] = &r }); err != nil {
-			return err
+		if loose {
+			err := c.src.fetchEqual(ctx, aloneKeys, func(i int, r row) { equal[i], held[c.key(&r)] = &r, true })
+			if err != nil {
+				return err
+			}
 		}
 	}
 	for i, d := range alone {
 		note(equal[i], d)
 	}
 	for k, s := range srcRows {
-		if dstRows[k] == nil && !heldEqual(c, s, equal) {
+		if dstRows[k] == nil && !held[k] {
 			note(s, nil)
 		}
 	}

@@ -236,29 +236,37 @@ func (sd *side) rowExprs(cols []column) []string {
 // fetchKeys reads the rows with the given keys (the text of each key
 // column), whatever the scope and the watermark.
 func (sd *side) fetchKeys(ctx context.Context, keys [][]string, fn func(row)) error {
-	cols := make([]string, len(sd.keys))
-	casts := make([]string, len(sd.keys))
-	args := make([]any, len(sd.keys))
-	oids := make([]uint32, len(sd.keys))
-	for i, k := range sd.keys {
-		cols[i] = "y." + ident(k.Name)
-		casts[i] = fmt.Sprintf("u.syncd_k%d::%s", i+1, k.Type)
+	k := sd.keyArrays(keys)
+	q := "SELECT " + sd.selectList() + " FROM " + sd.qualified() + " y WHERE (" + strings.Join(k.cols, ", ") + ") IN (SELECT " +
+		strings.Join(k.casts, ", ") + " FROM unnest(" + strings.Join(k.params, ", ") + ") AS u(" + strings.Join(k.names, ", ") + "))"
+	return sd.read(ctx, q, k.args, k.oids, fn)
+}
+
+// keyArrays is keys (the text of each key column) as one text array
+// parameter per key column, unnested as u.syncd_k1...: the parameters,
+// their SQL, the unnested columns' names, each cast to its key column's
+// type, and the key columns of alias y.
+type keyArrays struct {
+	args                       []any
+	oids                       []uint32
+	params, names, casts, cols []string
+}
+
+func (sd *side) keyArrays(keys [][]string) keyArrays {
+	n := len(sd.keys)
+	k := keyArrays{args: make([]any, n), oids: make([]uint32, n), params: make([]string, n), names: make([]string, n), casts: make([]string, n), cols: make([]string, n)}
+	for i, c := range sd.keys {
 		vals := make([]string, len(keys))
 		for j, key := range keys {
 			vals[j] = key[i]
 		}
-		args[i] = vals
-		oids[i] = pgtype.TextArrayOID
+		k.args[i], k.oids[i] = vals, pgtype.TextArrayOID
+		k.params[i] = fmt.Sprintf("$%d::text[]", i+1)
+		k.names[i] = fmt.Sprintf("syncd_k%d", i+1)
+		k.casts[i] = fmt.Sprintf("u.syncd_k%d::%s", i+1, c.Type)
+		k.cols[i] = "y." + ident(c.Name)
 	}
-	params := make([]string, len(sd.keys))
-	names := make([]string, len(sd.keys))
-	for i := range sd.keys {
-		params[i] = fmt.Sprintf("$%d::text[]", i+1)
-		names[i] = fmt.Sprintf("syncd_k%d", i+1)
-	}
-	q := "SELECT " + sd.selectList() + " FROM " + sd.qualified() + " y WHERE (" + strings.Join(cols, ", ") + ") IN (SELECT " +
-		strings.Join(casts, ", ") + " FROM unnest(" + strings.Join(params, ", ") + ") AS u(" + strings.Join(names, ", ") + "))"
-	return sd.read(ctx, q, args, oids, fn)
+	return k
 }
 
 // fetchEqual reads, for each of keys (the text of each key column), a row
@@ -267,24 +275,14 @@ func (sd *side) fetchKeys(ctx context.Context, keys [][]string, fn func(row)) er
 // caller, matching keys by their text, does not. fn gets the index of
 // the key in keys.
 func (sd *side) fetchEqual(ctx context.Context, keys [][]string, fn func(int, row)) error {
-	args := make([]any, len(sd.keys))
-	oids := make([]uint32, len(sd.keys))
-	params := make([]string, len(sd.keys))
-	names := make([]string, len(sd.keys))
-	eq := make([]string, len(sd.keys))
-	for i, k := range sd.keys {
-		vals := make([]string, len(keys))
-		for j, key := range keys {
-			vals[j] = key[i]
-		}
-		args[i], oids[i] = vals, pgtype.TextArrayOID
-		params[i] = fmt.Sprintf("$%d::text[]", i+1)
-		names[i] = fmt.Sprintf("syncd_k%d", i+1)
-		eq[i] = fmt.Sprintf("y.%s = u.syncd_k%d::%s", ident(k.Name), i+1, k.Type)
+	k := sd.keyArrays(keys)
+	eq := make([]string, len(k.cols))
+	for i := range k.cols {
+		eq[i] = k.cols[i] + " = " + k.casts[i]
 	}
-	q := "SELECT " + sd.selectList() + ", u.syncd_ord FROM unnest(" + strings.Join(params, ", ") + ") WITH ORDINALITY AS u(" + strings.Join(names, ", ") +
+	q := "SELECT " + sd.selectList() + ", u.syncd_ord FROM unnest(" + strings.Join(k.params, ", ") + ") WITH ORDINALITY AS u(" + strings.Join(k.names, ", ") +
 		", syncd_ord) CROSS JOIN LATERAL (SELECT * FROM " + sd.qualified() + " y WHERE " + strings.Join(eq, " AND ") + " LIMIT 1) y"
-	return sd.readVals(ctx, q, args, oids, func(r row, vals [][]byte) error {
+	return sd.readVals(ctx, q, k.args, k.oids, func(r row, vals [][]byte) error {
 		ord, err := strconv.Atoi(string(vals[len(vals)-1]))
 		if err != nil || ord < 1 || ord > len(keys) {
 			return fmt.Errorf("read rows of %s %s: key number %q", sd.role, sd.table, vals[len(vals)-1])
