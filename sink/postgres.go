@@ -398,7 +398,6 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 		}
 	}
 	stmts := append(plan.creates, s.createSQL(cols))
-	var holder string
 	err = pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
 		for _, q := range stmts {
 			if _, err := tx.Exec(ctx, q); err != nil {
@@ -407,24 +406,32 @@ func (s *Postgres) create(ctx context.Context, cols []page.Column) error {
 		}
 		// CREATE TABLE IF NOT EXISTS skips any relation of the name: a
 		// view or a sequence there would take the pages (Check found no
-		// table's columns under the name).
+		// table's columns under the name). Refused inside the
+		// transaction, so that the types it created are rolled back too.
 		var kind string
 		if err := tx.QueryRow(ctx, "SELECT relkind::text FROM pg_class WHERE oid = to_regclass($1)", s.qualified()).Scan(&kind); err != nil {
 			return fmt.Errorf("read what holds %s: %w", s.table, err)
 		}
 		if kind != "r" && kind != "p" {
-			holder = "rel " + kind
+			return heldName("rel " + kind)
 		}
 		return nil
 	})
+	var held heldName
+	if errors.As(err, &held) {
+		return s.cfg.Errorf("sink.table", "%s", s.holderProblem(string(held)))
+	}
 	if err != nil {
 		return s.createError(ctx, "", err)
 	}
-	if holder != "" {
-		return s.cfg.Errorf("sink.table", "%s", s.holderProblem(holder))
-	}
 	return nil
 }
+
+// heldName is what holds the copy's name instead of a table (see
+// holderProblem), ending the transaction that would have created it.
+type heldName string
+
+func (h heldName) Error() string { return "the name is held: " + string(h) }
 
 // schemaSQL is the CREATE SCHEMA of the copy's schema when the sink lacks
 // it, else "": a copy is created in its schema (copy.orders, or every copy
