@@ -235,18 +235,19 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 
+	// A run's record that changes nothing it resumes from waits for the
+	// next flush (flush.go); the store's Close writes what is left.
+	o.Store.DeferRecords()
+	stopFlush := make(chan struct{})
+	flushDone := d.flushRecords(stopFlush)
+	defer func() { close(stopFlush); <-flushDone }()
+
 	// The sources are added, and their series seeded from the state
 	// file, before the first request is served: a scrape at start sees
 	// the dashboard's gauges, never an empty page that a later scrape
 	// fills. Adding a source starts its runs in the background, so this
 	// holds the listeners' first answer back by no more than reading the
 	// state file.
-	// A run's record that changes nothing it resumes from waits for the
-	// next flush (flush.go).
-	o.Store.DeferRecords()
-	stopFlush := make(chan struct{})
-	flushDone := d.flushRecords(stopFlush)
-	defer func() { close(stopFlush); <-flushDone }()
 	for _, c := range o.Configs {
 		d.files[c.File] = append(d.files[c.File], c)
 		if c.IsPattern() {
