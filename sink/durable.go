@@ -212,8 +212,12 @@ func (s *Postgres) durableCommit(ctx context.Context, tx pgx.Tx) error {
 	return pgutil.Durable(ctx, tx)
 }
 
-// asyncCommit makes the upsert's transaction commit asynchronously too.
-func (s *Postgres) asyncCommit(ctx context.Context, tx pgx.Tx) error {
+// pageSettings sets the upsert's transaction as begin does: JIT off,
+// and an asynchronous commit when the page may commit asynchronously.
+func (s *Postgres) pageSettings(ctx context.Context, tx pgx.Tx) error {
+	if _, err := tx.Exec(ctx, noJIT); err != nil {
+		return fmt.Errorf("turn JIT off for the page: %w", err)
+	}
 	if !s.dur.start() {
 		return nil
 	}

@@ -144,10 +144,17 @@ func (r reply) tagCount(verb string) int64 {
 // (its watermark then waits for the WAL flush).
 func (s *Postgres) begin() string {
 	if s.dur.start() {
-		return "BEGIN; SET LOCAL synchronous_commit = off; "
+		return "BEGIN; " + noJIT + "SET LOCAL synchronous_commit = off; "
 	}
-	return "BEGIN; "
+	return "BEGIN; " + noJIT
 }
+
+// noJIT turns JIT compilation off for a page's transaction: the upsert's
+// per-row probe of the copy's index makes the planner's estimate grow
+// with the page, and past jit_above_cost (a page of about 13,000 rows)
+// the server would spend tens of milliseconds compiling a statement that
+// runs once.
+const noJIT = "SET LOCAL jit = off; "
 
 // markStatement is "; " and the statement that moves the copy's record
 // to p's mark, or "" (see markSQL).

@@ -564,6 +564,20 @@ func (s *Postgres) build() {
 			pgutil.IdentList("s.", s.cfg.Sink.Key) + ") AND " + deleted + " AND " + s.notNewer("t.", "s.")
 		sel = "SELECT " + list + " FROM (" + sel + ") AS s WHERE NOT " + deleted
 	}
+	if len(sets) > 0 {
+		// Rows the copy already holds as they are (the lookback's re-reads,
+		// a page applied again after a crash) are left out before the
+		// upsert: ON CONFLICT DO UPDATE locks every conflicting row before
+		// it evaluates its WHERE, and each lock is a WAL record and a
+		// dirtied page, for a row it then leaves alone. A scalar subquery
+		// is one probe of the key's index per staged row whatever the
+		// page's size, where NOT EXISTS may be planned as a hash join over
+		// the whole copy. A row the check cannot judge (NULL) goes on to
+		// the upsert, whose WHERE still decides.
+		sel = "SELECT " + pgutil.IdentList("s.", names) + " FROM (" + sel + ") AS s WHERE (SELECT " +
+			s.notNewer("x.", "s.") + " AND (" + s.differs("x.", "s.") + ") FROM " + target + " AS x WHERE (" +
+			pgutil.IdentList("x.", s.cfg.Sink.Key) + ") = (" + pgutil.IdentList("s.", s.cfg.Sink.Key) + ")) IS NOT FALSE"
+	}
 	q := "INSERT INTO " + target + " AS t (" + list + ") " + sel + " ON CONFLICT (" + pgutil.IdentList("", s.cfg.Sink.Key) + ") "
 	if len(sets) == 0 {
 		q += "DO NOTHING"
@@ -602,7 +616,7 @@ func (s *Postgres) apply(ctx context.Context, p page.Page) (Result, error) {
 	}
 	var res Result
 	err := pgx.BeginFunc(ctx, s.conn, func(tx pgx.Tx) error {
-		if err := s.asyncCommit(ctx, tx); err != nil {
+		if err := s.pageSettings(ctx, tx); err != nil {
 			return err
 		}
 		if !s.stageReady {

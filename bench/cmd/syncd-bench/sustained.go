@@ -146,6 +146,11 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 	if err != nil {
 		return err
 	}
+	restore, err := b.roomyCheckpoints(ctx)
+	if err != nil {
+		return err
+	}
+	defer restore()
 
 	// syncd's window.
 	if _, err := b.admin.Exec(ctx, "CHECKPOINT"); err != nil {
@@ -279,8 +284,8 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 		limit:  fmt.Sprintf("%.0f B/row", float64(lw.bytes)/rows),
 		ratio:  fmt.Sprintf("%.2f (%.2f w/o FPI)", float64(sw.bytes)/float64(lw.bytes), float64(sw.bytes-sw.fpi)/float64(max(1, lw.bytes-lw.fpi))),
 		target: "<= 1.20",
-		note: fmt.Sprintf("limit: INSERT ... ON CONFLICT DO UPDATE of the same rows in the same %d batches (%d rows, deduplicated per second), same pace; syncd applied %d rows in %d pages (its runs coalesce more when a run takes longer than 1s); WAL of the sink database only (pg_walinspect over a replication slot, see sustained.go); without full-page images syncd %.0f, upsert %.0f B/row; checkpoints (cluster-wide, any session's) in the windows %d and %d; syncd's WAL by relation: %s; upsert's: %s",
-			len(batches), batchRows, applied1-applied0, pages1-pages0, float64(sw.bytes-sw.fpi)/rows, float64(lw.bytes-lw.fpi)/rows, ckpt1-ckpt0, lckpt1-lckpt0, sw.top, lw.top),
+		note: fmt.Sprintf("limit: INSERT ... ON CONFLICT DO UPDATE of the same rows in the same %d batches (%d rows, deduplicated per second), same pace; syncd applied %d rows in %d pages (its runs coalesce more when a run takes longer than 1s); WAL of the sink database only (pg_walinspect over a replication slot, see sustained.go), both windows from a CHECKPOINT with max_wal_size 64GB and checkpoint_timeout 1h (set for the row, then put back); without full-page images syncd %.0f, upsert %.0f B/row; checkpoints (cluster-wide, any session's) in the windows %d and %d; syncd's WAL by relation: %s; upsert's: %s; syncd's by record type: %s; upsert's: %s",
+			len(batches), batchRows, applied1-applied0, pages1-pages0, float64(sw.bytes-sw.fpi)/rows, float64(lw.bytes-lw.fpi)/rows, ckpt1-ckpt0, lckpt1-lckpt0, sw.top, lw.top, sw.kinds, lw.kinds),
 	})
 	return nil
 }
@@ -589,6 +594,48 @@ func (b *bench) catalogCount(ctx context.Context, table string) (pages, rows int
 	return pages, rows
 }
 
+// roomyCheckpoints sets max_wal_size and checkpoint_timeout so large
+// that neither WAL window checkpoints by itself, and returns what puts
+// them back. Without it the windows are not alike: syncd's runs while the
+// writers fill the same cluster's WAL (in production the source is
+// another server), so max_wal_size forces a checkpoint every few seconds
+// there and not in the upsert's window, and after each checkpoint the
+// first change of every page logs the page whole. With it, each window
+// starts at a CHECKPOINT and logs each page it touches whole once.
+// Checkpoints other sessions request (CREATE DATABASE) still fall where
+// they fall: the row counts them.
+func (b *bench) roomyCheckpoints(ctx context.Context) (func(), error) {
+	settings := [][2]string{{"max_wal_size", "64GB"}, {"checkpoint_timeout", "1h"}}
+	var undo []string
+	for _, kv := range settings {
+		var setting, unit, file string
+		if err := b.admin.QueryRow(ctx, "SELECT setting, coalesce(unit, ''), coalesce(sourcefile, '') FROM pg_settings WHERE name = $1", kv[0]).Scan(&setting, &unit, &file); err != nil {
+			return nil, fmt.Errorf("read %s: %w", kv[0], err)
+		}
+		if strings.HasSuffix(file, "postgresql.auto.conf") {
+			// The value pg_settings gives is in the setting's unit ("MB", "s"); a
+			// multiplier unit ("8kB") is none here.
+			undo = append(undo, fmt.Sprintf("ALTER SYSTEM SET %s = '%s%s'", kv[0], setting, unit))
+		} else {
+			undo = append(undo, "ALTER SYSTEM RESET "+kv[0])
+		}
+		if _, err := b.admin.Exec(ctx, fmt.Sprintf("ALTER SYSTEM SET %s = '%s'", kv[0], kv[1])); err != nil {
+			return nil, fmt.Errorf("set %s for the WAL windows: %w", kv[0], err)
+		}
+	}
+	if _, err := b.admin.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx := context.WithoutCancel(ctx)
+		for _, q := range append(undo, "SELECT pg_reload_conf()") {
+			if _, err := b.admin.Exec(ctx, q); err != nil {
+				fmt.Fprintf(os.Stderr, "syncd-bench: %s: %v; put max_wal_size and checkpoint_timeout back by hand\n", q, err)
+			}
+		}
+	}, nil
+}
+
 // walMark is the server's current WAL position and its checkpoint count.
 func (b *bench) walMark(ctx context.Context) (string, int64, error) {
 	var lsn string
@@ -603,6 +650,7 @@ func lsnSpan(a, b string) string { return a + ".." + b }
 type walBytes struct {
 	bytes, fpi, records int64
 	top                 string // the biggest relations, "name bytes (fpi)"
+	kinds               string // the biggest record types, "rm/type bytes (fpi)"
 }
 
 // walOf sums the WAL records between two positions that belong to the
@@ -610,7 +658,7 @@ type walBytes struct {
 // transaction of one that does (its commit record).
 func (b *bench) walOf(ctx context.Context, from, to string, db uint32) (walBytes, error) {
 	const q = `WITH r AS (
-  SELECT xid::text::bigint AS x, record_length AS len, fpi_length AS fpi, resource_manager AS rm,
+  SELECT xid::text::bigint AS x, record_length AS len, fpi_length AS fpi, resource_manager AS rm, record_type AS rt,
     substring(block_ref FROM 'rel \d+/(\d+)/\d+')::oid AS db, substring(block_ref FROM 'rel \d+/\d+/(\d+)')::oid AS node
   FROM pg_get_wal_records_info($1::pg_lsn, $2::pg_lsn)
 ), ours AS (
@@ -619,12 +667,16 @@ func (b *bench) walOf(ctx context.Context, from, to string, db uint32) (walBytes
   SELECT coalesce(pg_filenode_relation(0, node)::regclass::text, CASE WHEN node IS NULL THEN rm ELSE 'filenode ' || node END) AS rel,
     sum(len) AS len, sum(fpi) AS fpi
   FROM ours GROUP BY 1
+), kind AS (
+  SELECT rm || '/' || rt AS k, sum(len) AS len, sum(fpi) AS fpi, count(*) AS n FROM ours GROUP BY 1
 )
 SELECT (SELECT coalesce(sum(len), 0) FROM ours), (SELECT coalesce(sum(fpi), 0) FROM ours), (SELECT count(*) FROM ours),
   coalesce((SELECT string_agg(rel || ' ' || pg_size_pretty(len) || ' (FPI ' || pg_size_pretty(fpi) || ')', ', ' ORDER BY len DESC)
-    FROM (SELECT * FROM by ORDER BY len DESC LIMIT 6) t), '')`
+    FROM (SELECT * FROM by ORDER BY len DESC LIMIT 6) t), ''),
+  coalesce((SELECT string_agg(k || ' ' || n || ' records ' || pg_size_pretty(len) || ' (FPI ' || pg_size_pretty(fpi) || ')', ', ' ORDER BY len DESC)
+    FROM (SELECT * FROM kind ORDER BY len DESC LIMIT 8) t), '')`
 	var w walBytes
-	err := b.dst.QueryRow(ctx, q, from, to, db).Scan(&w.bytes, &w.fpi, &w.records, &w.top)
+	err := b.dst.QueryRow(ctx, q, from, to, db).Scan(&w.bytes, &w.fpi, &w.records, &w.top, &w.kinds)
 	if err != nil {
 		return w, fmt.Errorf("read the WAL from %s to %s with pg_walinspect: %w", from, to, err)
 	}
