@@ -52,6 +52,9 @@ type Bound struct {
 	// Standby is true when the source is a hot standby: transactions of the
 	// primary are invisible there and only lookback covers them.
 	Standby bool
+	// Seen says which rows every page of this run sees (zero for a view
+	// or a foreign table, whose rows carry no transaction id): see Seen.
+	Seen Seen
 	// Role is the source role, for messages.
 	Role    string
 	roleSQL string // Role quoted as quote_ident does
@@ -98,6 +101,18 @@ func (b Bound) HeldBack() time.Duration {
 	return b.Now.Sub(b.At)
 }
 
+// Seen is what a run that reads every page from its start to its end
+// tells the next run about the rows it read: Xmin is the oldest
+// transaction (a 64-bit id) still running when its bound was read, so every
+// transaction below it had ended, and every page of the run, read later,
+// saw its rows; Server is when the source server started, so that a
+// restart, a failover or a restore, after which transaction ids can be
+// handed out again, voids it (syncer/idle.go).
+type Seen struct {
+	Xmin   uint64
+	Server time.Time
+}
+
 // boundQuery finds the oldest open transaction in this database other than
 // this session, syncd's own sessions of this process while they have not
 // written ($1 and $3: their pids and backend start times; a session that
@@ -111,11 +126,17 @@ func (b Bound) HeldBack() time.Duration {
 // local session can write, so none holds the bound. $2 is source.bound:
 // "writers" keeps only transactions that have an xid, that is have written.
 // now() is the start of this statement, taken before pg_stat_activity is
-// read, so a transaction missing from the view started after it.
+// read, so a transaction missing from the view started after it. The
+// statement's snapshot's xmin and the server's start make Bound.Seen ($4
+// and $5 name the table: only a table's or a partitioned table's rows
+// have an xmin, and a role granted only some columns may not read it).
 const boundQuery = `
 SELECT now(), current_user::text, quote_ident(current_user),
        pg_has_role('pg_read_all_stats', 'USAGE'), pg_is_in_recovery(),
-       h.pid, h.application_name, h.xact_start
+       h.pid, h.application_name, h.xact_start,
+       pg_snapshot_xmin(pg_current_snapshot())::text::int8, pg_postmaster_start_time(),
+       coalesce((SELECT c.relkind IN ('r', 'p') AND has_table_privilege(c.oid, 'SELECT') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname = $4 AND c.relname = $5), false)
 FROM (SELECT 1) AS one
 LEFT JOIN LATERAL (
   SELECT a.pid, a.application_name, a.xact_start
@@ -177,6 +198,9 @@ type boundRead struct {
 	started          pgtype.Timestamptz
 	writers          []writer
 	ahead            *aheadRead // nil: not read with the bound
+	xmin             int64
+	server           time.Time
+	versioned        bool
 }
 
 // queueBound queues the bound's statements on b: boundQuery, the writers
@@ -192,8 +216,9 @@ func (r *Reader) queueBound(b *pgx.Batch, within time.Duration) *boundRead {
 	s := r.cfg.Source
 	rd := &boundRead{}
 	pids, starts := pgutil.OwnSessions()
-	b.Queue(boundQuery, pids, s.Bound, starts).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&rd.now, &rd.role, &rd.roleSQL, &rd.seesAll, &rd.standby, &rd.pid, &rd.app, &rd.started)
+	b.Queue(boundQuery, pids, s.Bound, starts, r.table.Ident.Schema, r.table.Ident.Name).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&rd.now, &rd.role, &rd.roleSQL, &rd.seesAll, &rd.standby, &rd.pid, &rd.app, &rd.started,
+			&rd.xmin, &rd.server, &rd.versioned)
 	})
 	if s.Bound != config.BoundOff {
 		r.queueWriters(b, func(ws []writer) { rd.writers = ws })
@@ -210,6 +235,9 @@ func (r *Reader) queueBound(b *pgx.Batch, within time.Duration) *boundRead {
 func (r *Reader) boundOf(rd *boundRead) Bound {
 	s := r.cfg.Source
 	b := Bound{Now: rd.now.UTC(), Role: rd.role, roleSQL: rd.roleSQL}
+	if rd.versioned && rd.xmin > 0 {
+		b.Seen = Seen{Xmin: uint64(rd.xmin), Server: rd.server.UTC()}
+	}
 	b.Blind = s.Bound != config.BoundOff && !rd.seesAll
 	b.Standby = rd.standby && s.Bound != config.BoundOff
 	limit := b.Now.Add(ClockAllowance)

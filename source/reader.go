@@ -26,6 +26,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -47,6 +48,16 @@ type Position struct {
 	// Before, when set, is an exclusive upper bound on the first cursor
 	// column: rows at or past it are left for a later run.
 	Before string
+	// Seen, when set, leaves out the rows at or before its cursor Upto
+	// whose version a transaction below Xmin wrote: the run before read
+	// them (syncer/idle.go).
+	Seen *SeenBefore
+}
+
+// SeenBefore is Position.Seen: Xmin is a Seen.Xmin of the source.
+type SeenBefore struct {
+	Xmin uint64
+	Upto []string
 }
 
 // Reader reads pages from one PostgreSQL source table over one
@@ -333,6 +344,21 @@ func (r *Reader) PageQuery(pos Position, limit int) (string, []string) {
 	}
 	if pos.Before != "" {
 		conds = append(conds, pgutil.Ident(first.Name)+" < "+arg(pos.Before, first.Type))
+	}
+	if s := pos.Seen; s != nil && len(s.Upto) == len(r.table.Cursor) {
+		// age() counts back from the same transaction id for both sides,
+		// so a row version written at or after Xmin is never older than
+		// Xmin: such a row is always read, whatever wrapped. Only rows
+		// strictly older (their transaction had ended before the last run
+		// read its bound) are left out.
+		cols := make([]string, len(r.table.Cursor))
+		vals := make([]string, len(r.table.Cursor))
+		for i, col := range r.table.Cursor {
+			cols[i] = pgutil.Ident(col.Name)
+			vals[i] = arg(s.Upto[i], col.Type)
+		}
+		xmin := arg(strconv.FormatUint(s.Xmin%(1<<32), 10), "text")
+		conds = append(conds, "(("+strings.Join(cols, ", ")+") > ("+strings.Join(vals, ", ")+") OR age(xmin) <= age("+xmin+"::xid))")
 	}
 	q := r.sel
 	if len(conds) > 0 {

@@ -215,13 +215,13 @@ func (r *runner) follow(ctx context.Context, src source.Source, conn *pgx.Conn, 
 	err = r.o.Store.Update(r.c.Name, func(st *watermark.State) error {
 		st.Cursor, st.From = rec.Cursor, ""
 		// The stored bound and a first load belong to the old position.
-		st.LookbackBound, st.FirstLoad = "", nil
+		st.LookbackBound, st.LookbackXmin, st.LookbackServer, st.FirstLoad = "", 0, time.Time{}, nil
 		return nil
 	})
 	if err != nil {
 		return false, err
 	}
-	r.st.Cursor, r.st.From, r.st.LookbackBound, r.st.FirstLoad = rec.Cursor, "", "", nil
+	r.st.Cursor, r.st.From, r.st.LookbackBound, r.st.LookbackXmin, r.st.LookbackServer, r.st.FirstLoad = rec.Cursor, "", "", 0, time.Time{}, nil
 	return false, nil
 }
 

@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -53,10 +54,32 @@ func trustedBound(c *config.Config, t *source.Table, b source.Bound) string {
 	return b.Value
 }
 
+// Why the lookback window need not be read again row by row.
+//
+// The window from B - lookback to W still holds every row the last run R
+// read there. Take X, the oldest transaction still running on the source
+// when R read its bound (source.Seen, stored as LookbackXmin): every
+// transaction below X had ended before any page of R was read, so every
+// page of R saw what it wrote. A row version at or before W written below
+// X was therefore read by R (it lies between R's start and W, which R read
+// page by page to the end) or, below R's start, by a run before it (the
+// argument above). The next run leaves those rows out of the window and
+// reads only the versions written at or after X: the late commits the
+// window is for, and every change since. age() compares the 32-bit ids
+// from the same point, so a version at or after X is never left out; an
+// id more than 2^30 behind the current run's X, a source that restarted
+// (a failover or a restore can hand ids out again) or an unknown X turns
+// the filter off for a run, which then reads the whole window as before.
+// A stored bound older than the newest (a crash lost the newest record)
+// comes with its own X and is as safe: the runs after it read on from
+// where it stopped.
+
 // lookbackStart moves a start position that re-reads the lookback window
 // behind the watermark (pos, from startPosition) to the earlier of the
-// watermark and the stored bound minus lookback.
-func lookbackStart(st watermark.State, pos source.Position) source.Position {
+// watermark and the stored bound minus lookback, leaving out the rows the
+// last run read when the source's transaction ids allow it (cur: this
+// run's).
+func lookbackStart(st watermark.State, pos source.Position, cur source.Seen) source.Position {
 	if st.Cursor == nil || pos.After != nil || pos.Lookback <= 0 || st.LookbackBound == "" {
 		return pos
 	}
@@ -68,7 +91,19 @@ func lookbackStart(st watermark.State, pos source.Position) source.Position {
 	if b.Add(-pos.Lookback).After(w) {
 		return source.Position{After: st.Cursor}
 	}
-	return source.Position{AtLeast: st.LookbackBound, Lookback: pos.Lookback}
+	start := source.Position{AtLeast: st.LookbackBound, Lookback: pos.Lookback}
+	if seenUsable(st, cur) {
+		start.Seen = &source.SeenBefore{Xmin: st.LookbackXmin, Upto: st.Cursor}
+	}
+	return start
+}
+
+// seenUsable reports whether the stored LookbackXmin still tells which
+// rows the last run read: the same server run, and an id at most 2^30
+// behind this run's.
+func seenUsable(st watermark.State, cur source.Seen) bool {
+	return st.LookbackXmin > 0 && cur.Xmin > 0 && !st.LookbackServer.IsZero() && st.LookbackServer.Equal(cur.Server) &&
+		st.LookbackXmin <= cur.Xmin && cur.Xmin-st.LookbackXmin < 1<<30
 }
 
 // lowerLookbackBound makes the stored bound safe for this run before it
@@ -92,7 +127,7 @@ func lowerLookbackBound(store *watermark.Store, name string, st watermark.State,
 		}
 	}
 	err := store.Update(name, func(s *watermark.State) error {
-		s.LookbackBound = lower
+		s.LookbackBound, s.LookbackXmin, s.LookbackServer = lower, 0, time.Time{}
 		return nil
 	})
 	if err != nil {

@@ -64,5 +64,6 @@ func (f *prefetcher) wait() {
 
 func samePosition(a, b source.Position) bool {
 	return slices.Equal(a.After, b.After) && (a.After == nil) == (b.After == nil) &&
-		a.AtLeast == b.AtLeast && a.Lookback == b.Lookback && a.Before == b.Before
+		a.AtLeast == b.AtLeast && a.Lookback == b.Lookback && a.Before == b.Before &&
+		(a.Seen == nil) == (b.Seen == nil) && (a.Seen == nil || a.Seen.Xmin == b.Seen.Xmin && slices.Equal(a.Seen.Upto, b.Seen.Upto))
 }

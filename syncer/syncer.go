@@ -156,6 +156,9 @@ type Result struct {
 	// (trustedBound), stored for the next run's start when the run ends
 	// without error.
 	lookbackBound string
+	// seen is what the next run may skip in the lookback window, kept
+	// with lookbackBound (idle.go).
+	seen source.Seen
 	// SchemaChanges lists the kinds of the source schema changes the run
 	// found before reading (followed, or refused when err says so).
 	SchemaChanges []string
@@ -231,7 +234,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			// No watermark: each run compares the whole table.
 			st.Mode, st.LastCompare = watermark.ModeCompare, res.Compare
 			if err == nil {
-				st.Cursor, st.From, st.LookbackBound = nil, "", ""
+				st.Cursor, st.From, st.LookbackBound, st.LookbackXmin, st.LookbackServer = nil, "", "", 0, time.Time{}
 			}
 			st.TotalRead += res.Compare.CompareRead()
 			st.TotalRows += res.Rows
@@ -243,9 +246,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 		if err == nil {
 			// Read every page from its start to its end (idle.go).
-			st.LookbackBound = ""
+			st.LookbackBound, st.LookbackXmin, st.LookbackServer = "", 0, time.Time{}
 			if st.Cursor != nil {
 				st.LookbackBound = res.lookbackBound
+				if st.LookbackBound != "" {
+					st.LookbackXmin, st.LookbackServer = res.seen.Xmin, res.seen.Server
+				}
 			}
 		}
 		return nil

@@ -55,7 +55,7 @@ func (t *tableReader) Next(ctx context.Context, limit int) (page.Page, bool, err
 			t.behindOf = nil
 		}
 	}
-	next := source.Position{After: p.Last, Before: t.pos.Before}
+	next := source.Position{After: p.Last, Before: t.pos.Before, Seen: t.pos.Seen}
 	if !behind && (p.Len() == limit || p.More) {
 		t.fetch.ahead(ctx, next) // while this page is written
 	}
@@ -325,8 +325,11 @@ func (r *runner) position(ctx context.Context, src source.Source, bound source.B
 	}
 	// The lookback window is re-read only as far back as a row the last
 	// run could not see can lie (idle.go).
-	pos = lookbackStart(r.st, pos)
+	pos = lookbackStart(r.st, pos, bound.Seen)
 	r.res.lookbackBound = trustedBound(r.c, src.Table(), bound)
+	if r.res.lookbackBound != "" {
+		r.res.seen = bound.Seen
+	}
 	if err := lowerLookbackBound(r.o.Store, r.c.Name, r.st, r.res.lookbackBound); err != nil {
 		return false, err
 	}

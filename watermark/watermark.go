@@ -96,6 +96,15 @@ type State struct {
 	// so the next run re-reads from the earlier of the watermark and that
 	// point instead of the watermark minus lookback (docs/WATERMARK.md).
 	LookbackBound string `json:"lookback_bound,omitempty"`
+	// LookbackXmin and LookbackServer, kept with LookbackBound (0 and zero
+	// when unknown), are the oldest transaction id still running on the
+	// source when that run read its bound, and when the source server
+	// started: rows up to the watermark that a transaction below it wrote
+	// were read by that run, and the next run leaves them out of the
+	// lookback window, as long as the server has not restarted
+	// (syncer/idle.go).
+	LookbackXmin   uint64    `json:"lookback_xmin,omitempty"`
+	LookbackServer time.Time `json:"lookback_server,omitzero"`
 
 	// CaughtUp is the point up to which the copy was last known to hold
 	// every committed source row: the read bound of the last run that
@@ -662,7 +671,7 @@ func recordOnly(prev, next State) bool {
 		st.TotalRows, st.TotalRead, st.TotalWritten, st.TotalDeleted = 0, 0, 0, 0
 		st.NullCursorRows, st.AheadOfClockRows = 0, 0
 		st.Bound, st.BoundAt, st.BoundHolderPID, st.BoundHolderApp, st.BoundHolderSince = time.Time{}, time.Time{}, 0, "", time.Time{}
-		st.CaughtUp, st.LookbackBound = time.Time{}, ""
+		st.CaughtUp, st.LookbackBound, st.LookbackXmin, st.LookbackServer = time.Time{}, "", 0, time.Time{}
 	}
 	return reflect.DeepEqual(prev, next)
 }
