@@ -644,6 +644,14 @@ func (b *bench) walMark(ctx context.Context) (string, int64, error) {
 	return lsn, ckpt, err
 }
 
+// walSince is the WAL written and the checkpoints made since walMark
+// returned lsn and ckpt.
+func (b *bench) walSince(ctx context.Context, lsn string, ckpt int64) (int64, int64, error) {
+	var bytes, now int64
+	err := b.admin.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint, checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter", lsn).Scan(&bytes, &now)
+	return bytes, now - ckpt, err
+}
+
 func lsnSpan(a, b string) string { return a + ".." + b }
 
 // walBytes is the WAL of one database in one window.
