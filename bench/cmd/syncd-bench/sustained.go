@@ -647,9 +647,13 @@ func (b *bench) walMark(ctx context.Context) (string, int64, error) {
 // walSince is the WAL written and the checkpoints made since walMark
 // returned lsn and ckpt.
 func (b *bench) walSince(ctx context.Context, lsn string, ckpt int64) (int64, int64, error) {
-	var bytes, now int64
-	err := b.admin.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint, checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter", lsn).Scan(&bytes, &now)
-	return bytes, now - ckpt, err
+	now, nowCkpt, err := b.walMark(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	var bytes int64
+	err = b.admin.QueryRow(ctx, "SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint", now, lsn).Scan(&bytes)
+	return bytes, nowCkpt - ckpt, err
 }
 
 func lsnSpan(a, b string) string { return a + ".." + b }
