@@ -46,11 +46,13 @@ func (g *Grants) extraFrom() string {
 		" t WHERE " + g.match("t", "g") + ")"
 }
 
-// Count compares grants and targets both ways, in one snapshot: one full
-// join of the campaign's targets with its grants on the key reads each
-// table once (a hash or merge join, whatever the statistics say), where an
-// anti-join each way read each twice and, with the grants' statistics
-// stale after a run, probed the targets' index once per grant. Granted is
+// Count compares grants and targets both ways, each pass in one snapshot:
+// first as two ordered arrays (countEqual), which settles the common case
+// where they are equal; otherwise one full join of the campaign's targets
+// with its grants on the key reads each table once (a hash or merge join,
+// whatever the statistics say), where an anti-join each way read each twice
+// and, with the grants' statistics stale after a run, probed the targets'
+// index once per grant. Granted is
 // the number of grant rows, counted apart: in the join a grant matched by
 // a key that the chunks hold twice would count twice (see complete).
 func (g *Grants) Count(ctx context.Context) (Counts, error) {

@@ -65,6 +65,7 @@ sink:
 	check("equal", true, Counts{Targets: 5, Granted: 5})
 
 	old := countArraysMax
+	t.Cleanup(func() { countArraysMax = old })
 	countArraysMax = 4 // five targets and five grants: too many for arrays
 	check("over the limit", false, Counts{Targets: 5, Granted: 5})
 	countArraysMax = old
