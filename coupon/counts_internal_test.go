@@ -80,4 +80,13 @@ sink:
 	db.Exec(t, `UPDATE coupon_grants SET member_id = 7 WHERE campaign_id = 'spring' AND member_id = 8`)
 	db.Exec(t, `UPDATE coupon_grants_target_chunks SET key_1 = '{5,5}' WHERE campaign_id = 'spring' AND first_pos = 3`)
 	check("a target twice", false, Counts{Targets: 5, Granted: 5, Extra: 1})
+
+	// Chunks that overlap: each holds, at its own positions, the grants'
+	// keys there, and the grants are as many as the chunks' n together,
+	// but position 4 is in no chunk and its grant (9) is no target.
+	db.Exec(t, `UPDATE coupon_grants_target_chunks SET key_1 = '{5,7}' WHERE campaign_id = 'spring' AND first_pos = 3`)
+	db.Exec(t, `DELETE FROM coupon_grants_target_chunks WHERE campaign_id = 'spring'`)
+	db.Exec(t, `INSERT INTO coupon_grants_target_chunks (campaign_id, first_pos, n, key_1) VALUES ('spring', 0, 3, '{1,2,3}'), ('spring', 2, 2, '{3,5}')`)
+	db.Exec(t, `UPDATE coupon_grants SET member_id = 9 WHERE campaign_id = 'spring' AND member_id = 7`)
+	check("overlapping chunks", false, Counts{Targets: 5, Granted: 5, Extra: 1})
 }

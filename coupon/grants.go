@@ -314,6 +314,22 @@ func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (s
 // keys spilled its sort to disk (60 ms of a 250 ms page).
 const sortMemSQL = "SELECT set_config('work_mem', '32MB', true) WHERE pg_size_bytes(current_setting('work_mem')) < 32 * 1024 * 1024"
 
+// noParallelSQL turns parallel plans off for the rest of the transaction:
+// freezeArraysSQL's arrays take the order of one sorted stream.
+const noParallelSQL = "SELECT set_config('max_parallel_workers_per_gather', '0', true)"
+
+// fewRowsSQL reports whether the table $1 holds at most $2 rows, by the
+// planner's estimate (its rows per page at the last ANALYZE times its
+// pages now), or, never analyzed, by the most rows its pages can hold. A
+// view, a partitioned table or one with inheritance children reports
+// false. It decides whether the freeze builds its targets as arrays
+// (freezeArraysSQL).
+const fewRowsSQL = `SELECT coalesce((SELECT CASE
+    WHEN c.reltuples >= 0 AND c.relpages > 0 THEN c.reltuples / c.relpages * p.pages
+    ELSE p.pages * ((current_setting('block_size')::int - 24) / 28) END <= $2
+  FROM pg_class c, LATERAL (SELECT pg_relation_size(c.oid) / current_setting('block_size')::int AS pages) p
+  WHERE c.oid = to_regclass($1) AND c.relkind IN ('r', 'm') AND NOT c.relhassubclass), false)`
+
 // spanGrant is the statement that grants the targets of a span page and
 // its arguments.
 func (g *Grants) spanGrant(p page.Page, onConflict bool) (string, []any) {
