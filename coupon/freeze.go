@@ -476,15 +476,15 @@ func (g *Grants) freezeArraysSQL(srcTable config.Table, unique, onConflict bool)
 	}
 	sel, bound := g.selectKeys(srcTable, list, tail, 3)
 	arrs := g.keyArrays()
+	size := strconv.Itoa(g.chunkSize())
 	aggs := make([]string, len(names))
 	slices := make([]string, len(names))
 	firsts := make([]string, len(names))
 	for i, k := range names {
 		aggs[i] = "array_agg(" + pgutil.Ident(k) + ") AS " + arrs[i]
-		slices[i] = "a." + arrs[i] + "[p + 1 : p + " + strconv.Itoa(g.chunkSize()) + "]::text[]"
+		slices[i] = "a." + arrs[i] + "[p + 1 : p + " + size + "]::text[]"
 		firsts[i] = "a." + arrs[i] + "[1 : $2]"
 	}
-	size := strconv.Itoa(g.chunkSize())
 	q := "WITH syncd_t AS MATERIALIZED (SELECT count(*) AS syncd_n, " + strings.Join(aggs, ", ") + " FROM (" + sel + ") s),\n" +
 		" syncd_c AS (INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, p, least(" + size + ", a.syncd_n - p)::integer, " + strings.Join(slices, ", ") +
 		" FROM syncd_t a, generate_series(0, a.syncd_n - 1, " + size + ") p)\n" +

@@ -95,21 +95,21 @@ sink:
 					t.Fatalf("freeze %s of %s: %v", camp, c.table, err)
 				}
 			}
+			names, arrs, typed := make([]string, len(c.keys)), make([]string, len(c.keys)), make([]string, len(c.keys))
+			for i, k := range c.keys {
+				names[i] = k.Name
+				arrs[i] = fmt.Sprintf("key_%d", i+1)
+				typed[i] = fmt.Sprintf("u.key_%d::%s", i+1, k.Type)
+			}
+			list, arrList := strings.Join(names, ", "), strings.Join(arrs, ", ")
 			var chunks, targets, firstPage int64
 			var sameChunks, sameGrants bool
 			scan(t, fmt.Sprintf(`SELECT count(*) FILTER (WHERE campaign_id = 'arrays'), coalesce(sum(n) FILTER (WHERE campaign_id = 'arrays'), 0),
-  NOT EXISTS ((SELECT first_pos, n, key_1%[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'arrays'
-    EXCEPT ALL SELECT first_pos, n, key_1%[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'window')
-   UNION ALL (SELECT first_pos, n, key_1%[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'window'
-    EXCEPT ALL SELECT first_pos, n, key_1%[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'arrays'))
-FROM s_%[1]s.grants_target_chunks`, c.table, map[bool]string{true: ", key_2"}[len(c.keys) == 2]), &chunks, &targets, &sameChunks)
-			list := strings.Join(func() []string {
-				out := make([]string, len(c.keys))
-				for i, k := range c.keys {
-					out[i] = k.Name
-				}
-				return out
-			}(), ", ")
+  NOT EXISTS ((SELECT first_pos, n, %[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'arrays'
+    EXCEPT ALL SELECT first_pos, n, %[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'window')
+   UNION ALL (SELECT first_pos, n, %[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'window'
+    EXCEPT ALL SELECT first_pos, n, %[2]s FROM s_%[1]s.grants_target_chunks WHERE campaign_id = 'arrays'))
+FROM s_%[1]s.grants_target_chunks`, c.table, arrList), &chunks, &targets, &sameChunks)
 			scan(t, fmt.Sprintf(`SELECT count(*) FILTER (WHERE campaign_id = 'arrays'),
   NOT EXISTS ((SELECT %[2]s FROM s_%[1]s.grants WHERE campaign_id = 'arrays' EXCEPT ALL SELECT %[2]s FROM s_%[1]s.grants WHERE campaign_id = 'window')
    UNION ALL (SELECT %[2]s FROM s_%[1]s.grants WHERE campaign_id = 'window' EXCEPT ALL SELECT %[2]s FROM s_%[1]s.grants WHERE campaign_id = 'arrays'))
@@ -121,14 +121,10 @@ FROM s_%[1]s.grants`, c.table, list), &firstPage, &sameGrants)
 				t.Fatalf("%s: the arrays granted %d targets, the same as the window: %v; want 150, the same", c.table, firstPage, sameGrants)
 			}
 			// The first page is the first 150 targets in key order.
-			typed := make([]string, len(c.keys))
-			for i, k := range c.keys {
-				typed[i] = fmt.Sprintf("u.key_%d::%s", i+1, k.Type)
-			}
 			var inOrder bool
 			scan(t, fmt.Sprintf(`SELECT (SELECT array_agg(k ORDER BY k) FROM (SELECT row(%[2]s) AS k FROM s_%[1]s.grants WHERE campaign_id = 'arrays') s)
-  = (SELECT (array_agg(k ORDER BY k))[1:150] FROM (SELECT row(%[3]s) AS k FROM s_%[1]s.grants_target_chunks c, unnest(key_1%[4]s) AS u(key_1%[4]s) WHERE campaign_id = 'arrays') s)`,
-				c.table, list, strings.Join(typed, ", "), map[bool]string{true: ", key_2"}[len(c.keys) == 2]), &inOrder)
+  = (SELECT (array_agg(k ORDER BY k))[1:150] FROM (SELECT row(%[3]s) AS k FROM s_%[1]s.grants_target_chunks c, unnest(%[4]s) AS u(%[4]s) WHERE campaign_id = 'arrays') s)`,
+				c.table, list, strings.Join(typed, ", "), arrList), &inOrder)
 			if !inOrder {
 				t.Fatalf("%s: the first page is not the first 150 targets in key order", c.table)
 			}
