@@ -63,6 +63,9 @@ func (g *Grants) keyArrays() []string {
 	return out
 }
 
+// lz4SQL says whether the server can compress a column with lz4.
+const lz4SQL = "SELECT coalesce((SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'), false)"
+
 // ensureTables creates the grants, target chunks and campaigns tables when
 // they are missing and checks an existing grants table. The DDL runs under a
 // transaction-scoped advisory lock so that two first runs at once do not
@@ -75,9 +78,21 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 	keyList := pgutil.IdentList("", g.keyNames())
 	// One statement per table, in the order of names.
 	names := []string{g.t.campaigns, g.t.grants, g.t.chunks}
-	var arrayDefs []string
-	for _, a := range g.keyArrays() {
-		arrayDefs = append(arrayDefs, a+" text[] NOT NULL CHECK (array_position("+a+", NULL) IS NULL)")
+	// A chunk's key arrays (tens of kB each) are compressed with lz4 where
+	// the server has it (PostgreSQL 14 and later, built with lz4): pglz,
+	// the default, took 50-60 ms to write the 12 chunks of 120,000 keys,
+	// lz4 30-35 ms, for 20% more bytes. Reading them back costs the same.
+	chunksDDL := func(lz4 bool) string {
+		compression := ""
+		if lz4 {
+			compression = " COMPRESSION lz4"
+		}
+		var arrayDefs []string
+		for _, a := range g.keyArrays() {
+			arrayDefs = append(arrayDefs, a+" text[]"+compression+" NOT NULL CHECK (array_position("+a+", NULL) IS NULL)")
+		}
+		return "CREATE TABLE IF NOT EXISTS " + g.t.chunks + " (\n  campaign_id text NOT NULL,\n  first_pos bigint NOT NULL,\n  n integer NOT NULL,\n  " +
+			strings.Join(arrayDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, first_pos)\n)"
 	}
 	ddl := []string{
 		"CREATE TABLE IF NOT EXISTS " + g.t.campaigns + ` (
@@ -100,8 +115,7 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 )`,
 		"CREATE TABLE IF NOT EXISTS " + g.t.grants + " (\n  campaign_id text NOT NULL,\n  " +
 			strings.Join(keyDefs, ",\n  ") + ",\n  granted_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
-		"CREATE TABLE IF NOT EXISTS " + g.t.chunks + " (\n  campaign_id text NOT NULL,\n  first_pos bigint NOT NULL,\n  n integer NOT NULL,\n  " +
-			strings.Join(arrayDefs, ",\n  ") + ",\n  PRIMARY KEY (campaign_id, first_pos)\n)",
+		"", // chunksDDL, once the server's compression methods are known
 	}
 	// Every run but a campaign's first finds the three tables: one round
 	// trip says so, and the locked transaction below runs only otherwise.
@@ -126,6 +140,13 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 			}
 			if exists {
 				continue
+			}
+			if i == 2 {
+				var lz4 bool
+				if err := tx.QueryRow(ctx, lz4SQL).Scan(&lz4); err != nil {
+					return err
+				}
+				q = chunksDDL(lz4)
 			}
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
