@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/syncd/syncd/internal/sourceerr"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,6 +13,8 @@ import (
 	"github.com/syncd/syncd/catalog"
 	"github.com/syncd/syncd/config"
 	"github.com/syncd/syncd/daemon"
+	"github.com/syncd/syncd/internal/pgpool"
+	"github.com/syncd/syncd/internal/sourceerr"
 	"github.com/syncd/syncd/runlock"
 	"github.com/syncd/syncd/source"
 	"github.com/syncd/syncd/syncer"
@@ -41,6 +42,12 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 	if !*once {
 		return runDaemon(ctx, env, &c, &d, cfgs)
 	}
+	// One pool lends their sessions to the expansion of patterns, every
+	// check and every run: a source's run goes on on the sessions its check
+	// opened, and a pattern's tables share two instead of opening four each.
+	pool := pgpool.New(pgpool.Options{MaxIdle: 1})
+	defer pool.Close()
+	ctx = pgpool.With(ctx, pool)
 	// Pattern sources become a source per matched table; a table that
 	// cannot be synced is reported and skipped, and the run exits 1 after
 	// syncing the others.
@@ -102,7 +109,7 @@ func cmdRun(ctx context.Context, env *Env, args []string) error {
 
 	var failed []string
 	for _, cfg := range cfgs {
-		_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Kinds: env.Kinds, Store: store, Logger: env.Logger, Stop: stop})
+		_, err := syncer.Run(ctx, syncer.Options{Config: cfg, Kinds: env.Kinds, Store: store, Logger: env.Logger, Stop: stop, Pool: pool})
 		switch {
 		case errors.Is(err, syncer.ErrStopped):
 			return nil

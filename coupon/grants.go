@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/syncd/syncd/config"
+	"github.com/syncd/syncd/internal/pgpool"
 	"github.com/syncd/syncd/internal/pgutil"
 	"github.com/syncd/syncd/page"
 	"github.com/syncd/syncd/plan"
@@ -21,6 +22,7 @@ import (
 // in one transaction with the campaign's progress cursor.
 type Grants struct {
 	conn     *pgx.Conn
+	sess     *pgpool.Session
 	cfg      *config.Config
 	campaign string
 	t        tables
@@ -55,21 +57,32 @@ var (
 // the run lock (sink.LockHolder), so a run that loses it stops writing.
 func (g *Grants) Conn() *pgx.Conn { return g.conn }
 
-// Open connects to the sink database of c (a coupon_grants sink).
+// Open connects to the sink database of c (a coupon_grants sink), or
+// takes a session of the context's pool (see package pgpool).
 func Open(ctx context.Context, c *config.Config) (*Grants, error) {
 	t, err := tablesOf(c)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := sink.Connect(ctx, c)
+	sess, err := sink.OpenSession(ctx, c)
 	if err != nil {
 		return nil, err
 	}
-	return &Grants{conn: conn, cfg: c, campaign: c.Sink.Campaign, t: t}, nil
+	return &Grants{conn: sess.Conn, sess: sess, cfg: c, campaign: c.Sink.Campaign, t: t}, nil
 }
 
-// Close closes the connection.
-func (g *Grants) Close(ctx context.Context) error { return g.conn.Close(context.WithoutCancel(ctx)) }
+// ReleasesLocks reports whether Close releases the run lock taken on the
+// grants session, as sink.Postgres.ReleasesLocks does.
+func (g *Grants) ReleasesLocks() bool { return g.sess != nil && g.sess.ReleasesLocks() }
+
+// Close gives the session back to its pool (unless the run marked it
+// broken, see pgpool.Broken), or closes it.
+func (g *Grants) Close(ctx context.Context) error {
+	if g.sess == nil {
+		return g.conn.Close(context.WithoutCancel(ctx))
+	}
+	return g.sess.Release(ctx, "")
+}
 
 // explain names the campaign's tables in a lock timeout or a page deadline
 // (see sink.Explain); ctx is the page's, or the caller's outside a page.
