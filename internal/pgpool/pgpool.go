@@ -13,9 +13,10 @@
 // longer than IdleTimeout.
 //
 // The pool rides in the run's context (With, From): the code that opens a
-// session (source.Open, the sink's Open) asks for it there, and without a
-// pool (run --once) every session is fresh and closed at the end, as
-// before.
+// session (source.Open, the sink's Open) asks for it there. The daemon
+// keeps one pool for its life; `run --once` keeps one for the command (its
+// checks and its runs, one after the other); without a pool every session
+// is fresh and closed at the end.
 package pgpool
 
 import (
