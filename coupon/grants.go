@@ -73,16 +73,11 @@ func Open(ctx context.Context, c *config.Config) (*Grants, error) {
 
 // ReleasesLocks reports whether Close releases the run lock taken on the
 // grants session, as sink.Postgres.ReleasesLocks does.
-func (g *Grants) ReleasesLocks() bool { return g.sess != nil && g.sess.ReleasesLocks() }
+func (g *Grants) ReleasesLocks() bool { return g.sess.ReleasesLocks() }
 
 // Close gives the session back to its pool (unless the run marked it
 // broken, see pgpool.Broken), or closes it.
-func (g *Grants) Close(ctx context.Context) error {
-	if g.sess == nil {
-		return g.conn.Close(context.WithoutCancel(ctx))
-	}
-	return g.sess.Release(ctx, "")
-}
+func (g *Grants) Close(ctx context.Context) error { return g.sess.Release(ctx, "") }
 
 // explain names the campaign's tables in a lock timeout or a page deadline
 // (see sink.Explain); ctx is the page's, or the caller's outside a page.

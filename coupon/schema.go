@@ -63,8 +63,11 @@ func (g *Grants) keyArrays() []string {
 	return out
 }
 
-// lz4SQL says whether the server can compress a column with lz4.
-const lz4SQL = "SELECT coalesce((SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'), false)"
+// lockSQL takes the lock under which the coupon tables are created and
+// says, in the same round trip, whether the server can compress a column
+// with lz4.
+const lockSQL = "SELECT coalesce((SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'), false)" +
+	" FROM (SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))) l"
 
 // ensureTables creates the grants, target chunks and campaigns tables when
 // they are missing and checks an existing grants table. The DDL runs under a
@@ -76,7 +79,8 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		keyDefs = append(keyDefs, pgutil.Ident(k.Name)+" "+k.Type+" NOT NULL")
 	}
 	keyList := pgutil.IdentList("", g.keyNames())
-	// One statement per table, in the order of names.
+	// One statement per table, in the order of names (the chunks' last,
+	// once the server's compression methods are known).
 	names := []string{g.t.campaigns, g.t.grants, g.t.chunks}
 	// A chunk's key arrays (tens of kB each) are compressed with lz4 where
 	// the server has it (PostgreSQL 14 and later, built with lz4): pglz,
@@ -115,7 +119,6 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 )`,
 		"CREATE TABLE IF NOT EXISTS " + g.t.grants + " (\n  campaign_id text NOT NULL,\n  " +
 			strings.Join(keyDefs, ",\n  ") + ",\n  granted_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (campaign_id, " + keyList + ")\n)",
-		"", // chunksDDL, once the server's compression methods are known
 	}
 	// Every run but a campaign's first finds the three tables: one round
 	// trip says so, and the locked transaction below runs only otherwise.
@@ -127,10 +130,11 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 		return g.checkGrantsTable(ctx)
 	}
 	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext('syncd coupon tables'))"); err != nil {
+		var lz4 bool
+		if err := tx.QueryRow(ctx, lockSQL).Scan(&lz4); err != nil {
 			return err
 		}
-		for i, q := range ddl {
+		for i, q := range append(ddl, chunksDDL(lz4)) {
 			// CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when
 			// the table exists: skip it for a table an administrator made,
 			// so that a role with only DML on those tables works.
@@ -140,13 +144,6 @@ func (g *Grants) ensureTables(ctx context.Context) error {
 			}
 			if exists {
 				continue
-			}
-			if i == 2 {
-				var lz4 bool
-				if err := tx.QueryRow(ctx, lz4SQL).Scan(&lz4); err != nil {
-					return err
-				}
-				q = chunksDDL(lz4)
 			}
 			if _, err := tx.Exec(ctx, q); err != nil {
 				return err
