@@ -168,7 +168,6 @@ func (b *bench) initialSync(ctx context.Context, t *table) error {
 		note:   fmt.Sprintf("peak RSS %s (max %s; target < 100 MB); runs syncd %s, limit %s", fmtMB(median(rss)), fmtMB(maxOf(rss)), durs(syn), durs(lim)),
 	})
 	b.parallelRow(t, syn, par)
-	lastInitial.rows, lastInitial.wall, lastInitial.rss = b.rows, median(syn), median(rss)
 	peerName := fmt.Sprintf("peer: pgcopydb copy table-data, %s rows, --table-jobs 2", fmtRows(b.rows))
 	if pgcopydb == "" {
 		t.missing(peerName, "pgcopydb is not installed (Debian package pgcopydb)")
