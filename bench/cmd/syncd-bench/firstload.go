@@ -88,53 +88,60 @@ func (b *bench) parallelRow(t *table, syn, par []time.Duration) {
 	})
 }
 
-// load is one first load of a table by syncd and by the two parallel pipes,
-// next to each other, with the WAL and checkpoints of each.
+// loadRun is one first load: its wall time and the WAL written and
+// checkpoints made while it ran.
+type loadRun struct {
+	wall      time.Duration
+	wal, ckpt int64
+}
+
+// load is one first load of a table by syncd and one by the two parallel
+// pipes, next to each other.
 type load struct {
-	syncd, pipes         time.Duration
-	rss                  int64
-	syncdWAL, pipesWAL   int64
-	syncdCkpt, pipesCkpt int64
+	syncd, pipes loadRun
+	rss          int64 // syncd's peak
+}
+
+// measured runs f, a load, and reads the WAL and checkpoints around it.
+func (b *bench) measured(ctx context.Context, f func() (time.Duration, error)) (loadRun, error) {
+	lsn, ck, err := b.walMark(ctx)
+	if err != nil {
+		return loadRun{}, err
+	}
+	var r loadRun
+	if r.wall, err = f(); err != nil {
+		return r, err
+	}
+	r.wal, r.ckpt, err = b.walSince(ctx, lsn, ck)
+	return r, err
 }
 
 // loadPair loads table t by the two pipes and by syncd, in that order or
 // the other (syncdLast false), each into the emptied copy.
 func (b *bench) loadPair(ctx context.Context, t string, syncdLast bool) (load, error) {
 	var l load
-	pipes := func() error {
-		lsn, ck, err := b.walMark(ctx)
-		if err != nil {
-			return err
-		}
-		if l.pipes, err = b.parallelPipes(ctx, t); err != nil {
-			return err
-		}
-		l.pipesWAL, l.pipesCkpt, err = b.walSince(ctx, lsn, ck)
-		return err
-	}
-	syncd := func() error {
-		lsn, ck, err := b.walMark(ctx)
-		if err != nil {
-			return err
-		}
+	pipes := func() (time.Duration, error) { return b.parallelPipes(ctx, t) }
+	syncd := func() (time.Duration, error) {
 		r, err := b.firstLoad(ctx, t, "growth-"+t)
-		if err != nil {
-			return err
-		}
-		l.syncd, l.rss = r.wall, r.maxRSS
-		l.syncdWAL, l.syncdCkpt, err = b.walSince(ctx, lsn, ck)
-		return err
+		l.rss = r.maxRSS
+		return r.wall, err
 	}
-	order := []func() error{syncd, pipes}
+	type step struct {
+		into *loadRun
+		run  func() (time.Duration, error)
+	}
+	order := []step{{&l.syncd, syncd}, {&l.pipes, pipes}}
 	if syncdLast {
-		order = []func() error{pipes, syncd}
+		order[0], order[1] = order[1], order[0]
 	}
-	for _, f := range order {
-		if err := f(); err != nil {
+	for _, s := range order {
+		r, err := b.measured(ctx, s.run)
+		if err != nil {
 			return l, err
 		}
+		*s.into = r
 	}
-	fmt.Fprintf(os.Stderr, "  %s: pipes %s, syncd %s (peak RSS %s)\n", t, fmtDur(l.pipes), fmtDur(l.syncd), fmtMB(l.rss))
+	fmt.Fprintf(os.Stderr, "  %s: pipes %s, syncd %s (peak RSS %s)\n", t, fmtDur(l.pipes.wall), fmtDur(l.syncd.wall), fmtMB(l.rss))
 	return l, nil
 }
 
@@ -194,25 +201,26 @@ func (b *bench) growth(ctx context.Context, t *table) error {
 			}
 		}
 	}
-	mean := func(a, b time.Duration) time.Duration { return (a + b) / 2 }
+	mean := func(x, y loadRun) time.Duration { return (x.wall + y.wall) / 2 }
 	small, smallPipes := mean(loads[0].syncd, loads[3].syncd), mean(loads[0].pipes, loads[3].pipes)
 	large, largePipes := mean(loads[1].syncd, loads[2].syncd), mean(loads[1].pipes, loads[2].pipes)
 	perSmall, perLarge := small.Seconds()/float64(b.rows), large.Seconds()/float64(big)
 	growth := perLarge / perSmall
 	pipesGrowth := (largePipes.Seconds() / float64(big)) / (smallPipes.Seconds() / float64(b.rows))
 	rss := max(loads[1].rss, loads[2].rss)
+	walls := func(x, y loadRun) string { return durs([]time.Duration{x.wall, y.wall}) }
 	t.add(row{
 		name:   fmt.Sprintf("initial sync, %s vs %s rows (%s heap), time per row, beside the 2 parallel pipes", fmtRows(big), fmtRows(b.rows), fmtMB(heap)),
 		syncd:  fmt.Sprintf("%s vs %s (%.2f vs %.2f µs/row, x%.2f)", fmtDur(large), fmtDur(small), perLarge*1e6, perSmall*1e6, growth),
 		limit:  fmt.Sprintf("pipes %s vs %s (x%.2f)", fmtDur(largePipes), fmtDur(smallPipes), pipesGrowth),
 		ratio:  fmt.Sprintf("%.2f", growth/pipesGrowth),
 		target: "<= 1.10, RSS < 100 MB",
-		note: fmt.Sprintf("ratio = syncd's growth in time per row from %s to %s over the pipes' in the same window (loads 1M, 10M, 10M, 1M; the pipes first, then syncd first); syncd's own growth x%.2f; syncd / pipes %.2f at %s, %.2f at %s; runs syncd %s at %s, %s at %s; pipes %s, %s; syncd peak RSS (VmHWM) %s at %s rows, %s at %s; checkpoints (cluster-wide) while the pipes and syncd loaded %s rows, beyond the one each load starts from: %d and %d; WAL %s and %s",
-			fmtRows(b.rows), fmtRows(big), growth, large.Seconds()/largePipes.Seconds(), fmtRows(big), small.Seconds()/smallPipes.Seconds(), fmtRows(b.rows),
-			durs([]time.Duration{loads[1].syncd, loads[2].syncd}), fmtRows(big), durs([]time.Duration{loads[0].syncd, loads[3].syncd}), fmtRows(b.rows),
-			durs([]time.Duration{loads[1].pipes, loads[2].pipes}), durs([]time.Duration{loads[0].pipes, loads[3].pipes}),
+		note: fmt.Sprintf("ratio = syncd's growth in time per row from %s to %s over the pipes' in the same window (loads %s, %s, %s, %s; the pipes first, then syncd first); syncd's own growth x%.2f; syncd / pipes %.2f at %s, %.2f at %s; runs syncd %s at %s, %s at %s; pipes %s, %s; syncd peak RSS (VmHWM) %s at %s rows, %s at %s; checkpoints (cluster-wide) while the pipes and syncd loaded %s rows, beyond the one each load starts from: %d and %d; WAL %s and %s",
+			fmtRows(b.rows), fmtRows(big), fmtRows(b.rows), fmtRows(big), fmtRows(big), fmtRows(b.rows), growth, large.Seconds()/largePipes.Seconds(), fmtRows(big), small.Seconds()/smallPipes.Seconds(), fmtRows(b.rows),
+			walls(loads[1].syncd, loads[2].syncd), fmtRows(big), walls(loads[0].syncd, loads[3].syncd), fmtRows(b.rows),
+			walls(loads[1].pipes, loads[2].pipes), walls(loads[0].pipes, loads[3].pipes),
 			fmtMB(rss), fmtRows(big), fmtMB(max(loads[0].rss, loads[3].rss)), fmtRows(b.rows),
-			fmtRows(big), max(loads[1].pipesCkpt-1, 0), max(loads[1].syncdCkpt-1, 0), fmtMB(loads[1].pipesWAL), fmtMB(loads[1].syncdWAL)),
+			fmtRows(big), max(loads[1].pipes.ckpt-1, 0), max(loads[1].syncd.ckpt-1, 0), fmtMB(loads[1].pipes.wal), fmtMB(loads[1].syncd.wal)),
 	})
 	return nil
 }
