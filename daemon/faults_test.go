@@ -116,7 +116,7 @@ func TestSourceRestartMidRunIsRetried(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exec(`CREATE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT pg_sleep(ms / 1000.0) IS NOT NULL'`)
+	exec(slowSQL)
 	exec(`CREATE TABLE src (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL DEFAULT clock_timestamp(), v text)`)
 	exec(`CREATE INDEX ON src (updated_at, id)`)
 	exec(`INSERT INTO src (id, v) SELECT g, 'v' || g FROM generate_series(1, 600) g`)

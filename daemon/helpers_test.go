@@ -36,12 +36,23 @@ type fixture struct {
 	dir string // config folder
 }
 
+// slowSQL creates slow(ms): see newFixture.
+const slowSQL = `CREATE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE plpgsql VOLATILE COST 1000000 AS 'BEGIN PERFORM pg_sleep(ms / 1000.0); RETURN true; END'`
+
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	f := &fixture{db: pgtest.NewDB(t), dir: t.TempDir()}
 	// slow(ms) lets a test stretch each page: a source's where clause calls
-	// it for every row it reads.
-	f.db.Exec(t, `CREATE FUNCTION slow(ms float8) RETURNS boolean LANGUAGE sql VOLATILE AS 'SELECT pg_sleep(ms / 1000.0) IS NOT NULL'`)
+	// it for every row it reads. It is costed as what it is, expensive, and
+	// in PL/pgSQL so that the planner cannot inline it and forget that:
+	// inlined as pg_sleep(), it cost less than a comparison with now(), and
+	// on this machine's tables, which autovacuum never ANALYZEs, the first
+	// page of a run read every row up to the read bound by a bitmap scan
+	// and a sort, each row paying its sleep. A killed process's page read
+	// then ran on for 8 to 20 seconds, holding the next process's read
+	// bound back; with statistics, the look for rows stamped ahead of the
+	// clock called slow() before its range on every row of the table.
+	f.db.Exec(t, slowSQL)
 	return f
 }
 
@@ -116,6 +127,26 @@ func (f *fixture) count(t *testing.T, table string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// sessions describes the other sessions open on the test database (pid,
+// application_name, state, how long their transaction has been open, what
+// they wait for, their statement), for a failure message: a session of a
+// killed process still running its statement holds the next process's
+// read bound back, and the message should say which.
+func (f *fixture) sessions(t *testing.T) string {
+	t.Helper()
+	rows, err := f.db.Pool.Query(context.Background(), `SELECT format('pid %s %s %s xact %s wait %s: %s', pid, quote_literal(application_name), state,
+       coalesce((clock_timestamp() - xact_start)::text, 'none'), coalesce(wait_event_type || '/' || wait_event, 'none'), left(query, 160))
+FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() ORDER BY xact_start NULLS LAST`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "; ")
 }
 
 // copyCompare is how the tests compare a table with its copy: by id, on the

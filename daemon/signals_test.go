@@ -94,7 +94,12 @@ func TestSIGKILLAtRandomMomentsLosesNothing(t *testing.T) {
 		// page or more: under load a kill at a random time could land
 		// before anything was copied.
 		pages := 1 + rand.IntN(3)
-		testutil.Eventually(t, 30*time.Second, fmt.Sprintf("kill %d: %d pages applied", i, pages), func() bool { return p.Output.Count("page applied") >= pages })
+		testutil.EventuallyState(t, 30*time.Second, fmt.Sprintf("kill %d: %d pages applied", i, pages), func() (bool, string) {
+			if p.Output.Count("page applied") >= pages {
+				return true, ""
+			}
+			return false, "sessions on the database: " + f.sessions(t)
+		})
 		// A random moment within the next page (about 50 ms): the sleep is
 		// the randomness under test, not a wait for something.
 		time.Sleep(time.Duration(rand.IntN(60)) * time.Millisecond)
