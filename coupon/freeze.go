@@ -466,7 +466,11 @@ func (g *Grants) freezeInDBSQL(srcTable config.Table, unique, onConflict bool) (
 // subquery's when nothing is joined at its level (PostgreSQL's docs on
 // aggregate expressions), and noParallelSQL keeps a parallel plan from
 // merging partial arrays in another order. The arrays are built in server
-// memory, outside work_mem: hence the limit on the table's rows.
+// memory, outside work_mem: hence the limit on the table's rows. The first
+// page's keys are a function scan of its own, the arrays' slices read by
+// subqueries: a function scan WITH ORDINALITY comes out in the order of
+// its ordinal, which the planner knows, so ORDER BY syncd_ord costs no
+// sort (joined with syncd_t, the planner sorted the page's 50,000 rows).
 func (g *Grants) freezeArraysSQL(srcTable config.Table, unique, onConflict bool) (string, bool) {
 	names := g.keyNames()
 	list := pgutil.IdentList("", names)
@@ -483,13 +487,13 @@ func (g *Grants) freezeArraysSQL(srcTable config.Table, unique, onConflict bool)
 	for i, k := range names {
 		aggs[i] = "array_agg(" + pgutil.Ident(k) + ") AS " + arrs[i]
 		slices[i] = "a." + arrs[i] + "[p + 1 : p + " + size + "]::text[]"
-		firsts[i] = "a." + arrs[i] + "[1 : $2]"
+		firsts[i] = "(SELECT a." + arrs[i] + "[1 : $2] FROM syncd_t a)"
 	}
 	q := "WITH syncd_t AS MATERIALIZED (SELECT count(*) AS syncd_n, " + strings.Join(aggs, ", ") + " FROM (" + sel + ") s),\n" +
 		" syncd_c AS (INSERT INTO " + g.t.chunks + " (" + g.chunkColumns() + ") SELECT $1, p, least(" + size + ", a.syncd_n - p)::integer, " + strings.Join(slices, ", ") +
 		" FROM syncd_t a, generate_series(0, a.syncd_n - 1, " + size + ") p)\n" +
 		"INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + pgutil.IdentList("u.", names) + ", now()" +
-		" FROM syncd_t a, unnest(" + strings.Join(firsts, ", ") + ") WITH ORDINALITY AS u(" + list + ", syncd_ord) ORDER BY u.syncd_ord"
+		" FROM unnest(" + strings.Join(firsts, ", ") + ") WITH ORDINALITY AS u(" + list + ", syncd_ord) ORDER BY u.syncd_ord"
 	if onConflict {
 		q += " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"
 	}
