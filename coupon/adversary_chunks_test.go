@@ -581,11 +581,12 @@ func TestAdvKillDuringTheFreeze(t *testing.T) {
 // run by two binaries at once whose files differ in source name (one
 // name's runs exclude each other: TestTwoRunsAtOnce's second binary is
 // skipped by the run lock) and in grant_page_size (300 and 1000, against
-// 1000-target chunks). Both first pages are held on a grant of one of
-// their targets by a transaction left open until both wait there, so that
-// they really grant at once (a fresh campaign: the freeze, which grants
-// the first page, waits there, and the other run on its campaign row).
-// Both succeed, each target has one grant,
+// 1000-target chunks). One run's first page is held on a grant of one of
+// its targets by a transaction left open, and the other run waits on the
+// campaign's row, which every page transaction locks before it grants (a
+// fresh campaign: the freeze, which grants the first page, waits on the
+// grant, and the other run on the campaign row the freeze inserted); then
+// their pages take turns. Both succeed, each target has one grant,
 // their new grants add up to the targets left, exactly one of them froze,
 // and a run after them grants 0 and reads no page.
 func TestAdvTwoRunsAtOnce(t *testing.T) {
@@ -615,14 +616,14 @@ func TestAdvTwoRunsAtOnce(t *testing.T) {
 			a := bin.Start(t, nil, "run", "--once", "--source", "comeback", "--config", writeConfig(t, configYAML(db, db, 300)), "--state", dir+"/a.db")
 			b := bin.Start(t, nil, "run", "--once", "--source", "comeback_b", "--config", writeConfig(t, strings.Replace(configYAML(db, db, 1000), "name: comeback", "name: comeback_b", 1)), "--state", dir+"/b.db")
 			if resumed {
-				a.Eventually(t, time.Minute, "both runs waiting on the open grant", func() bool {
-					return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 2
+				a.Eventually(t, time.Minute, "one run waiting on the open grant, the other on the campaign's row", func() bool {
+					return advWaiting(t, db, "transactionid", `INSERT INTO "public"."coupon_grants"`) == 1 &&
+						advWaiting(t, db, "transactionid", `SELECT FROM "public"."syncd_campaigns"`) == 1
 				})
 			} else {
 				// A fresh campaign in the grants' database is frozen with its
 				// first page in one statement: one run's freeze waits on the
-				// open grant, the other on that freeze's campaign row, and
-				// both grant the later pages at once.
+				// open grant, the other on that freeze's campaign row.
 				a.Eventually(t, time.Minute, "one freeze waiting on the open grant, the other run on its campaign row", func() bool {
 					return advWaiting(t, db, "transactionid", "WITH syncd_t") == 1 &&
 						advWaiting(t, db, "transactionid", `INSERT INTO "public"."syncd_campaigns"`) == 1
@@ -663,8 +664,9 @@ func atoi(t *testing.T, s string) int64 {
 // TestAdvRepairWhileGranting: `reconcile --repair` runs while a run grants:
 // once between two pages (it grants every target left; the run's next
 // plain INSERT meets them and goes on with ON CONFLICT) and once while a
-// page's transaction is open (the repair waits for the page's keys). The
-// run succeeds and each target has one grant.
+// page's transaction is open (the repair waits for the page: both lock the
+// campaign's row before they grant). The run succeeds and each target has
+// one grant.
 func TestAdvRepairWhileGranting(t *testing.T) {
 	t.Parallel()
 	for _, inside := range []bool{false, true} {
@@ -692,8 +694,8 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 				o.Test.Plan.BeforeCommit = func(context.Context, string) error {
 					if calls++; calls == 3 {
 						go repair()
-						testutil.Eventually(t, time.Minute, "the repair waiting on the page's keys", func() bool {
-							return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO%'") == 1
+						testutil.Eventually(t, time.Minute, "the repair waiting on the page for the campaign's row", func() bool {
+							return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'SELECT FROM "public"."syncd_campaigns"%FOR UPDATE'`) == 1
 						})
 					}
 					return nil
@@ -716,10 +718,10 @@ func TestAdvRepairWhileGranting(t *testing.T) {
 			}
 			checkExact(t, db, want)
 			// Between pages the repair granted all the rest. Inside page 3 it
-			// saw page 3's keys as missing (not yet committed) and granted
-			// none of them; after that its one INSERT and the run's pages
-			// race over the same keys in the same order, and either may
-			// make a grant: the run made at least its 3 pages.
+			// saw page 3's keys as missing (not yet committed); its INSERT
+			// waits for page 3 to commit (both lock the campaign's row
+			// first) and then grants the pages after it, which the run's
+			// later pages find granted: the run made at least its 3 pages.
 			if rep.missing != int64(len(want))-2*size || !inside && res.Written != 2*size || inside && res.Written < 3*size {
 				t.Fatalf("repair found %d missing, run made %d new grants; want %d missing and 2 pages (between pages) or at least 3 (inside page 3) of %d", rep.missing, res.Written, int64(len(want))-2*size, size)
 			}

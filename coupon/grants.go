@@ -33,7 +33,11 @@ type Grants struct {
 	stop     <-chan struct{} // the run's graceful stop (plan.Options.Stop)
 
 	grantSQL, progressSQL string
-	spanSQL, positionSQL  string
+	// lockSQL locks the campaign's row: every transaction that grants
+	// (a page, a repair) takes it before its first grant, so two of them
+	// never insert the same keys at once.
+	lockSQL              string
+	spanSQL, positionSQL string
 	// The statements that grant a span: [0] a plain INSERT, [1] the same
 	// with ON CONFLICT DO NOTHING (see Apply).
 	spanGrantSQL [2]string
@@ -178,11 +182,15 @@ func (g *Grants) build() {
 		" JOIN LATERAL (SELECT * FROM " + g.t.chunks + " c WHERE c.campaign_id = $1 AND c.first_pos < e.to_pos ORDER BY c.first_pos DESC LIMIT 1) c ON e.to_pos <= c.first_pos + c.n"
 
 	// A span's grants: one INSERT ... SELECT of the keys at positions $2+1
-	// .. $3 from the chunks that hold them, in the frozen order (two runs
-	// at once lock the keys in the same order). No key travels through
-	// syncd. The first of those chunks is the last that starts at or
-	// before $2: bounded on both sides, the chunks are a range of the
-	// primary key.
+	// .. $3 from the chunks that hold them. No key travels through syncd.
+	// The first of those chunks is the last that starts at or before $2:
+	// bounded on both sides, the chunks are a range of the primary key.
+	// No ORDER BY: two runs at once cannot deadlock on the keys, because
+	// each page transaction locks the campaign's row first (lockSQL), and
+	// sorting a page of 50,000 keys by position cost 20-30 ms of it. The
+	// keys still come in the frozen order in practice (the chunks by their
+	// primary key, each chunk's array in order), which keeps the grants'
+	// index appending.
 	vals := make([]string, n)
 	for i, k := range g.keys {
 		vals[i] = "u." + arrs[i] + "::" + k.Type
@@ -190,8 +198,7 @@ func (g *Grants) build() {
 	ins := "INSERT INTO " + g.t.grants + " (campaign_id, " + list + ", granted_at) SELECT $1, " + strings.Join(vals, ", ") + ", now() FROM " + g.t.chunks +
 		" c, unnest(" + pgutil.IdentList("c.", arrs) + ") WITH ORDINALITY AS u(" + strings.Join(arrs, ", ") + ", syncd_ord)" +
 		" WHERE c.campaign_id = $1 AND c.first_pos >= (SELECT coalesce(max(s.first_pos), 0) FROM " + g.t.chunks + " s WHERE s.campaign_id = $1 AND s.first_pos <= $2)" +
-		" AND c.first_pos < $3 AND c.first_pos + c.n > $2 AND c.first_pos + u.syncd_ord > $2 AND c.first_pos + u.syncd_ord <= $3" +
-		" ORDER BY c.first_pos, u.syncd_ord"
+		" AND c.first_pos < $3 AND c.first_pos + c.n > $2 AND c.first_pos + u.syncd_ord > $2 AND c.first_pos + u.syncd_ord <= $3"
 	g.spanGrantSQL = [2]string{ins, ins + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"}
 
 	// The position of a key (the progress cursor): text compared with text.
@@ -199,6 +206,8 @@ func (g *Grants) build() {
 	for i, a := range arrs {
 		eq[i] = fmt.Sprintf("u.%s = $%d", a, i+2)
 	}
+	g.lockSQL = "SELECT FROM " + g.t.campaigns + " WHERE campaign_id = $1 FOR UPDATE"
+
 	g.positionSQL = "SELECT c.first_pos + u.syncd_ord FROM " + g.t.chunks + " c, unnest(" + pgutil.IdentList("c.", arrs) + ") WITH ORDINALITY AS u(" +
 		strings.Join(arrs, ", ") + ", syncd_ord) WHERE c.campaign_id = $1 AND " + strings.Join(eq, " AND ")
 }
@@ -295,9 +304,11 @@ func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (s
 		// One round trip. The state file follows this commit, and a run
 		// reports the campaign done after it: it must survive a crash of
 		// the sink's server whatever synchronous_commit its configuration
-		// sets (pgutil.DurableSQL).
+		// sets (pgutil.DurableSQL). The campaign's row is locked first:
+		// a second run's page waits for this one, then finds its keys
+		// granted (see apply).
 		b := &pgx.Batch{}
-		b.Queue(sortMemSQL)
+		b.Queue(g.lockSQL, g.campaign)
 		b.Queue(grantSQL, grantArgs...).Exec(func(tag pgconn.CommandTag) error {
 			res.Written = tag.RowsAffected()
 			return nil
@@ -317,9 +328,9 @@ func (g *Grants) applyOnce(ctx context.Context, p page.Page, onConflict bool) (s
 }
 
 // sortMemSQL raises work_mem to 32MB for the rest of the transaction
-// (never lowers it): the keys of a grant page, and of the freeze, are
-// sorted into the frozen order, and with the 4MB default a page of 50,000
-// keys spilled its sort to disk (60 ms of a 250 ms page).
+// (never lowers it): the freeze sorts the targets into the frozen order,
+// and with the 4MB default a sort of 50,000 keys spilled to disk (60 ms
+// of a 250 ms page, when grant pages still sorted their keys).
 const sortMemSQL = "SELECT set_config('work_mem', '32MB', true) WHERE pg_size_bytes(current_setting('work_mem')) < 32 * 1024 * 1024"
 
 // noParallelSQL turns parallel plans off for the rest of the transaction:

@@ -116,11 +116,22 @@ func (g *Grants) loadKeys(ctx context.Context, write bool) (Campaign, bool, erro
 	return camp, true, g.ensureChunks(ctx, camp)
 }
 
-// grantMissing grants every target that has no grant, in one statement.
+// grantMissing grants every target that has no grant, in one statement,
+// after it locks the campaign's row as a grant page does: a run's page in
+// flight commits first, and the repair then skips its keys.
 func (g *Grants) grantMissing(ctx context.Context) error {
 	q := "INSERT INTO " + g.t.grants + " (campaign_id, " + pgutil.IdentList("", g.keyNames()) + ", granted_at) SELECT $1, " + pgutil.IdentList("t.", g.keyNames()) +
 		", now() FROM " + g.missingFrom() + " ON CONFLICT DO NOTHING"
-	if _, err := pgutil.ExecDurable(ctx, g.conn, q, g.campaign); err != nil {
+	err := pgx.BeginFunc(ctx, g.conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, g.lockSQL, g.campaign); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q, g.campaign); err != nil {
+			return err
+		}
+		return pgutil.Durable(ctx, tx)
+	})
+	if err != nil {
 		return fmt.Errorf("grant the missing targets of campaign %s: %w", g.campaign, err)
 	}
 	return nil
