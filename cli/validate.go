@@ -313,6 +313,12 @@ func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *con
 	if tableCheck && !compare {
 		wg.Go(openSink)
 	}
+	if kerr == nil && k.OpenPlan != nil && sess == nil {
+		// A campaign's check opens its grants session once the source is
+		// open: dialed now, it is ready by then (a connection is about a
+		// third of a campaign's check).
+		sink.PrimeSession(ctx, cfg)
+	}
 	opened, err := openSource()
 	wg.Wait()
 	if err == nil && tableCheck && compare {

@@ -33,9 +33,22 @@ func limitsOf(c *config.Config) pgutil.Limits {
 // pgpool.Reset and sets its limits again (the reset clears them).
 func OpenSession(ctx context.Context, c *config.Config) (*pgpool.Session, error) {
 	limits := pgutil.LimitsSQL(limitsOf(c))
-	return pgpool.Open(ctx, "sink\x00"+c.Sink.DSN+"\x00"+limits, pgpool.Reset+"; "+limits, func(ctx context.Context) (*pgx.Conn, error) {
+	return pgpool.Open(ctx, sessionKey(c, limits), pgpool.Reset+"; "+limits, func(ctx context.Context) (*pgx.Conn, error) {
 		return Connect(ctx, c)
 	})
+}
+
+// PrimeSession starts dialing the session OpenSession takes next for c in
+// ctx's pool (see pgpool.Prime) and returns at once.
+func PrimeSession(ctx context.Context, c *config.Config) {
+	pgpool.Prime(ctx, sessionKey(c, pgutil.LimitsSQL(limitsOf(c))), func(ctx context.Context) (*pgx.Conn, error) {
+		return Connect(ctx, c)
+	})
+}
+
+// sessionKey is the pool key of c's sink sessions with limits.
+func sessionKey(c *config.Config, limits string) string {
+	return "sink\x00" + c.Sink.DSN + "\x00" + limits
 }
 
 // errPageDeadline is the cause of a page context that reached

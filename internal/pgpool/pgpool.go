@@ -59,7 +59,9 @@ type Pool struct {
 	mu     sync.Mutex
 	idle   map[string][]idleConn
 	broken map[*pgx.Conn]bool
-	closed bool
+	// dialing are the dials Prime started, by key, that no Get took yet.
+	dialing map[string]*dialing
+	closed  bool
 	// epoch counts the schema changes runs reported (SchemaChanged): a
 	// session lent before the latest one drops its prepared statements
 	// before it is lent again.
@@ -67,6 +69,14 @@ type Pool struct {
 	stop  chan struct{}
 	done  chan struct{}
 	stats Stats
+}
+
+// dialing is a session that Prime is dialing: the next Get of its key
+// waits for it (its session or its error) instead of dialing another.
+type dialing struct {
+	done chan struct{} // closed when the dial returned
+	conn *pgx.Conn
+	err  error
 }
 
 type idleConn struct {
@@ -87,7 +97,7 @@ func New(o Options) *Pool {
 	if o.IdleTimeout <= 0 {
 		o.IdleTimeout = DefaultIdleTimeout
 	}
-	p := &Pool{o: o, idle: map[string][]idleConn{}, broken: map[*pgx.Conn]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	p := &Pool{o: o, idle: map[string][]idleConn{}, broken: map[*pgx.Conn]bool{}, dialing: map[string]*dialing{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go p.janitor()
 	return p
 }
@@ -139,16 +149,22 @@ func closeAll(conns []*pgx.Conn) {
 	}
 }
 
-// Get returns an idle session of key, the one given back last, or one that
-// dial opens; reused says which, and epoch is the pool's epoch now (Put
-// takes it back).
+// Get returns an idle session of key, the one given back last, the one
+// Prime is dialing, or one that dial opens; reused says whether it was
+// idle, and epoch is the pool's epoch now (Put takes it back).
 func (p *Pool) Get(ctx context.Context, key string, dial func(context.Context) (*pgx.Conn, error)) (conn *pgx.Conn, reused bool, epoch int64, err error) {
 	for {
 		p.mu.Lock()
 		list := p.idle[key]
 		epoch = p.epoch
 		if len(list) == 0 || p.closed {
+			d := p.dialing[key]
+			delete(p.dialing, key)
 			p.mu.Unlock()
+			if d != nil {
+				conn, err := p.await(ctx, d)
+				return conn, false, epoch, err
+			}
 			break
 		}
 		ic := list[len(list)-1]
@@ -180,6 +196,70 @@ func (p *Pool) Get(ctx context.Context, key string, dial func(context.Context) (
 		p.count(func(s *Stats) { s.Dialed++ })
 	}
 	return conn, false, epoch, err
+}
+
+// Prime starts dialing a session of key in ctx's pool and returns at
+// once, for a Get of key that comes later: a caller that will need a
+// session after other work (a campaign's check needs its grants session
+// once its source is open) has both connections made at the same time.
+// The next Get of key takes the session, waiting for the dial if it has
+// not returned, or gets its error, so a server that cannot be reached is
+// dialed once. A session nobody took joins the idle ones; an error nobody
+// took waits for the next Get. Without a pool, with a session of key idle
+// or already being dialed, it does nothing.
+func Prime(ctx context.Context, key string, dial func(context.Context) (*pgx.Conn, error)) {
+	p := From(ctx)
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	if p.closed || p.dialing[key] != nil || len(p.idle[key]) > 0 {
+		p.mu.Unlock()
+		return
+	}
+	d := &dialing{done: make(chan struct{})}
+	p.dialing[key] = d
+	p.mu.Unlock()
+	go func() {
+		d.conn, d.err = dial(ctx)
+		close(d.done)
+		p.mu.Lock()
+		if p.dialing[key] != d || d.err != nil {
+			// A Get took it, or its error waits for the next Get.
+			p.mu.Unlock()
+			return
+		}
+		delete(p.dialing, key)
+		p.stats.Dialed++
+		if !p.closed && len(p.idle[key]) < p.o.MaxIdle {
+			p.idle[key] = append(p.idle[key], idleConn{conn: d.conn, since: time.Now(), epoch: p.epoch})
+			p.mu.Unlock()
+			return
+		}
+		p.stats.Closed++
+		p.mu.Unlock()
+		closeAll([]*pgx.Conn{d.conn})
+	}()
+}
+
+// await waits for the dial d that Get took; a ctx that ends first gives
+// up, and the session, when it comes, is closed.
+func (p *Pool) await(ctx context.Context, d *dialing) (*pgx.Conn, error) {
+	select {
+	case <-d.done:
+	case <-ctx.Done():
+		go func() {
+			<-d.done
+			if d.err == nil {
+				closeAll([]*pgx.Conn{d.conn})
+			}
+		}()
+		return nil, context.Cause(ctx)
+	}
+	if d.err == nil {
+		p.count(func(s *Stats) { s.Dialed++ })
+	}
+	return d.conn, d.err
 }
 
 // SchemaChanged tells the pool that a run found a table or a copy changed:

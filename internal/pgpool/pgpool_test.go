@@ -2,7 +2,9 @@ package pgpool_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,5 +217,94 @@ func TestReleaseFreesTheRunLockAlsoWhenClosing(t *testing.T) {
 		if err := db.Pool.QueryRow(ctx, "SELECT pg_try_advisory_lock(43) AND pg_advisory_unlock(43)").Scan(&free); err != nil || !free {
 			t.Fatalf("broken %v: the lock is still held when Release returned (%v)", broken, err)
 		}
+	}
+}
+
+// A session Prime dials is the one the next Open of its key gets, whether
+// the dial has returned by then or not, and it is dialed once: a dial
+// that fails is the next Open's error, not a second attempt. A session
+// nobody takes joins the idle ones, and a caller whose context ends while
+// it waits gives up at once.
+func TestPrimeDialsOnceForTheNextOpen(t *testing.T) {
+	db := pgtest.NewDB(t)
+	ctx := context.Background()
+	p := pgpool.New(pgpool.Options{MaxIdle: 1})
+	defer p.Close()
+	pctx := pgpool.With(ctx, p)
+
+	// The dial returns only once Open waits for it.
+	var dials atomic.Int32
+	release := make(chan struct{})
+	slow := func(ctx context.Context) (*pgx.Conn, error) {
+		dials.Add(1)
+		<-release
+		return dialer(db.URL)(ctx)
+	}
+	pgpool.Prime(pctx, "k", slow)
+	pgpool.Prime(pctx, "k", slow) // already dialing: nothing more
+	var own atomic.Int32          // dials of Open itself
+	opened := make(chan *pgpool.Session, 1)
+	go func() {
+		s, err := pgpool.Open(pctx, "k", pgpool.Reset, func(ctx context.Context) (*pgx.Conn, error) {
+			own.Add(1)
+			return dialer(db.URL)(ctx)
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- s
+	}()
+	close(release)
+	s := <-opened
+	if s == nil {
+		t.FailNow()
+	}
+	if n, m := dials.Load(), own.Load(); n != 1 || m != 0 || s.Reused {
+		t.Fatalf("%d primed dials, %d dials of Open (reused %v); want the primed dial only", n, m, s.Reused)
+	}
+	var lock string
+	if err := s.Conn.QueryRow(ctx, "SELECT current_setting('lock_timeout')").Scan(&lock); err != nil || lock != "1234ms" {
+		t.Fatalf("primed session: lock_timeout %q, %v; want the dialer's 1234ms", lock, err)
+	}
+	if err := s.Release(pctx, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// A failed dial is the next Open's error, and nothing dials again.
+	refused := errors.New("connection refused")
+	var failed atomic.Int32
+	dialed := make(chan struct{})
+	fail := func(context.Context) (*pgx.Conn, error) { failed.Add(1); close(dialed); return nil, refused }
+	pgpool.Prime(pctx, "down", fail)
+	<-dialed // returned before Open asks
+	if _, err := pgpool.Open(pctx, "down", pgpool.Reset, func(context.Context) (*pgx.Conn, error) {
+		failed.Add(1)
+		return nil, errors.New("dialed again")
+	}); !errors.Is(err, refused) || failed.Load() != 1 {
+		t.Fatalf("open after a primed dial failed: %v after %d dials; want the dial's error after 1", err, failed.Load())
+	}
+
+	// Nobody takes it: it joins the idle sessions of its key.
+	pgpool.Prime(pctx, "idle", dialer(db.URL))
+	testutil.Eventually(t, time.Minute, "the primed session idle in the pool", func() bool { return p.Stats().Idle == 2 })
+	s, err := pgpool.Open(pctx, "idle", pgpool.Reset, func(context.Context) (*pgx.Conn, error) {
+		t.Error("dialed again: the primed session was idle")
+		return nil, refused
+	})
+	if err != nil || !s.Reused {
+		t.Fatalf("open after the primed session went idle: %v (reused %v)", err, s != nil && s.Reused)
+	}
+	if err := s.Release(pctx, ""); err != nil {
+		t.Fatal(err)
+	}
+
+	// A caller whose context ends stops waiting for the dial.
+	hold := make(chan struct{})
+	defer close(hold)
+	pgpool.Prime(pctx, "stuck", func(ctx context.Context) (*pgx.Conn, error) { <-hold; return nil, refused })
+	cctx, cancel := context.WithCancel(pctx)
+	cancel()
+	if _, err := pgpool.Open(cctx, "stuck", pgpool.Reset, dialer(db.URL)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("open with a cancelled context while the primed dial hangs: %v; want context.Canceled", err)
 	}
 }
