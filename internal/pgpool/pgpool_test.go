@@ -19,6 +19,15 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const limits = "SELECT set_config('lock_timeout', '1234ms', false)"
 
+// newPool returns a pool of o, closed when the test ends, and ctx
+// carrying it.
+func newPool(t *testing.T, ctx context.Context, o pgpool.Options) (*pgpool.Pool, context.Context) {
+	t.Helper()
+	p := pgpool.New(o)
+	t.Cleanup(p.Close)
+	return p, pgpool.With(ctx, p)
+}
+
 func dialer(url string) func(context.Context) (*pgx.Conn, error) {
 	return func(ctx context.Context) (*pgx.Conn, error) {
 		conn, err := pgutil.Connect(ctx, url, "sink")
@@ -36,9 +45,7 @@ func dialer(url string) func(context.Context) (*pgx.Conn, error) {
 func TestSessionComesBackClean(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	p := pgpool.New(pgpool.Options{MaxIdle: 2})
-	defer p.Close()
-	pctx := pgpool.With(ctx, p)
+	_, pctx := newPool(t, ctx, pgpool.Options{MaxIdle: 2})
 	s, err := pgpool.Open(pctx, "k", pgpool.Reset+"; "+limits, dialer(db.URL))
 	if err != nil {
 		t.Fatal(err)
@@ -228,9 +235,7 @@ func TestReleaseFreesTheRunLockAlsoWhenClosing(t *testing.T) {
 func TestPrimeDialsOnceForTheNextOpen(t *testing.T) {
 	db := pgtest.NewDB(t)
 	ctx := context.Background()
-	p := pgpool.New(pgpool.Options{MaxIdle: 1})
-	defer p.Close()
-	pctx := pgpool.With(ctx, p)
+	p, pctx := newPool(t, ctx, pgpool.Options{MaxIdle: 1})
 
 	// The dial returns only once Open waits for it.
 	var dials atomic.Int32
