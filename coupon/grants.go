@@ -200,14 +200,13 @@ func (g *Grants) build() {
 		" WHERE c.campaign_id = $1 AND c.first_pos >= (SELECT coalesce(max(s.first_pos), 0) FROM " + g.t.chunks + " s WHERE s.campaign_id = $1 AND s.first_pos <= $2)" +
 		" AND c.first_pos < $3 AND c.first_pos + c.n > $2 AND c.first_pos + u.syncd_ord > $2 AND c.first_pos + u.syncd_ord <= $3"
 	g.spanGrantSQL = [2]string{ins, ins + " ON CONFLICT (campaign_id, " + list + ") DO NOTHING"}
+	g.lockSQL = "SELECT FROM " + g.t.campaigns + " WHERE campaign_id = $1 FOR UPDATE"
 
 	// The position of a key (the progress cursor): text compared with text.
 	eq := make([]string, n)
 	for i, a := range arrs {
 		eq[i] = fmt.Sprintf("u.%s = $%d", a, i+2)
 	}
-	g.lockSQL = "SELECT FROM " + g.t.campaigns + " WHERE campaign_id = $1 FOR UPDATE"
-
 	g.positionSQL = "SELECT c.first_pos + u.syncd_ord FROM " + g.t.chunks + " c, unnest(" + pgutil.IdentList("c.", arrs) + ") WITH ORDINALITY AS u(" +
 		strings.Join(arrs, ", ") + ", syncd_ord) WHERE c.campaign_id = $1 AND " + strings.Join(eq, " AND ")
 }
