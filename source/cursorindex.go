@@ -152,9 +152,11 @@ const smallTable = 16 * 8192
 // IndexWarning is validate's advice about the page query's index ("" when
 // none is needed): create the index when the catalog has none in cursor
 // order; run ANALYZE when one exists but the planner, with statistics,
-// still sorts. A table without statistics gets no advice (its first
-// ANALYZE, autovacuum's or anyone's, lets the planner find the index), nor
-// does a table smaller than 16 pages, which the planner rightly sorts.
+// still sorts. A table without statistics gets no advice about its plan
+// (its first ANALYZE, autovacuum's or anyone's, lets the planner find the
+// index), only the advice to run ANALYZE when nothing else will
+// (statsWarning); a table smaller than 16 pages gets none, the planner
+// rightly sorts it.
 func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 	ci, err := r.CheckCursorIndex(ctx)
 	if err != nil {
@@ -169,7 +171,7 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 			r.table.Ident, strings.Join(cols, ", "), strings.Join(cols, ", "), r.CreateIndex()), nil
 	}
 	if !ci.Analyzed {
-		return "", nil
+		return r.statsWarning(ctx)
 	}
 	// A table of a few pages is sorted in no time, and the planner rightly
 	// prefers it: no advice.
@@ -187,4 +189,32 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("the page query sorts the whole table on every page (plan: %s) although index %s has the cursor columns first: the planner's statistics of %s are out of date; run ANALYZE %s",
 		strings.Join(pc.Nodes, " > "), ci.Name, r.table.Ident, pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)), nil
+}
+
+// statsWarning is the advice for a table without planner statistics that
+// nothing will ANALYZE ("" otherwise): autovacuum is off on the server, or
+// blind to changes (track_counts off), or off for the table. The planner
+// then guesses the page query's plan for good, and a guess can sort the
+// whole table on every page. A table smaller than 16 pages gets no advice
+// (sorting it costs nothing), nor does a partitioned one: autovacuum never
+// ANALYZEs a partitioned table itself, and the page query is planned with
+// its partitions' statistics.
+func (r *Reader) statsWarning(ctx context.Context) (string, error) {
+	table := pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)
+	var why string
+	if err := r.conn.QueryRow(ctx, `SELECT CASE
+  WHEN c.relkind = 'p' OR pg_relation_size(c.oid) < $2 THEN ''
+  WHEN NOT current_setting('autovacuum')::bool THEN 'autovacuum is off on the server'
+  WHEN NOT current_setting('track_counts')::bool THEN 'track_counts is off on the server, so autovacuum never sees the table change'
+  WHEN EXISTS (SELECT FROM pg_options_to_table(c.reloptions) o WHERE o.option_name = 'autovacuum_enabled' AND NOT o.option_value::bool)
+    THEN 'the table is set autovacuum_enabled = false'
+  ELSE '' END
+FROM pg_class c WHERE c.oid = $1::regclass`, table, smallTable).Scan(&why); err != nil {
+		return "", fmt.Errorf("read whether autovacuum analyzes %s: %w", r.table.Ident, err)
+	}
+	if why == "" {
+		return "", nil
+	}
+	return fmt.Sprintf("%s has no planner statistics and nothing will gather them (%s): the page query's plan is a guess, which can sort the whole table on every page; run ANALYZE %s, and again after large changes",
+		r.table.Ident, why, table), nil
 }

@@ -118,3 +118,55 @@ func TestCursorIndexFromCatalog(t *testing.T) {
 		}
 	}
 }
+
+// A table without planner statistics that nothing will ANALYZE (autovacuum
+// off for it) is told to ANALYZE by validate, with the statement; once
+// ANALYZEd it is not, nor is one of a few pages. One that autovacuum will
+// ANALYZE is told nothing when the server runs autovacuum, and told why
+// when it does not.
+func TestNoStatisticsAdvice(t *testing.T) {
+	src, dst := setupOrders(t)
+	dir := t.TempDir()
+	validate := func(table, ddl string, rows int) string {
+		t.Helper()
+		src.Exec(t, ddl)
+		src.Exec(t, `CREATE INDEX ON `+table+` (updated_at, id)`)
+		src.Exec(t, `INSERT INTO `+table+` SELECT g, '2026-10-01'::timestamptz + g * interval '1 second', 'g' FROM generate_series(1, $1::int) g`, rows)
+		cfg := writeConfig(t, dir, table+".yaml", strings.NewReplacer("name: orders", "name: "+table, "public.orders", "public."+table, "orders_copy", table+"_copy").Replace(orders(t, src, dst, "")))
+		r := bin.Run(t, nil, "validate", "--config", cfg)
+		if r.Code != 0 || !strings.Contains(r.Stdout, table+": ok") {
+			t.Fatalf("validate of %s: exit %d, want 0 and ok\n%s%s", table, r.Code, r.Stdout, r.Stderr)
+		}
+		return r.Stdout
+	}
+	advice := func(table, why string) string {
+		return table + `: warning: public.` + table + ` has no planner statistics and nothing will gather them (` + why + `): the page query's plan is a guess, which can sort the whole table on every page; run ANALYZE "public"."` + table + `", and again after large changes`
+	}
+
+	out := validate("frozen", `CREATE TABLE frozen (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text) WITH (autovacuum_enabled = off)`, 5000)
+	if !strings.Contains(out, advice("frozen", "the table is set autovacuum_enabled = false")) &&
+		!strings.Contains(out, advice("frozen", "autovacuum is off on the server")) {
+		t.Fatalf("validate of a table with autovacuum off and no statistics: want the ANALYZE advice\n%s", out)
+	}
+	src.Exec(t, `ANALYZE frozen`)
+	cfg := filepath.Join(dir, "frozen.yaml")
+	if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 || strings.Contains(r.Stdout, "no planner statistics") {
+		t.Fatalf("validate after ANALYZE: exit %d, want no advice\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	// Smaller than 16 pages, sorted in no time: no advice.
+	if out := validate("small", `CREATE TABLE small (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text) WITH (autovacuum_enabled = off)`, 100); strings.Contains(out, "no planner statistics") {
+		t.Fatalf("validate of a table of a few pages: want no advice\n%s", out)
+	}
+
+	var on bool
+	if err := src.Pool.QueryRow(t.Context(), `SELECT current_setting('autovacuum')::bool AND current_setting('track_counts')::bool`).Scan(&on); err != nil {
+		t.Fatal(err)
+	}
+	out = validate("fresh", `CREATE TABLE fresh (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, name text)`, 5000)
+	if has := strings.Contains(out, "no planner statistics"); on && has {
+		t.Fatalf("validate of a table autovacuum will ANALYZE: want no advice\n%s", out)
+	} else if !on && !strings.Contains(out, advice("fresh", "autovacuum is off on the server")) &&
+		!strings.Contains(out, advice("fresh", "track_counts is off on the server, so autovacuum never sees the table change")) {
+		t.Fatalf("validate with autovacuum off on the server: want the ANALYZE advice saying so\n%s", out)
+	}
+}
