@@ -2,7 +2,6 @@ package daemon_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,19 +21,7 @@ func TestCampaignWaitsForItsSchedule(t *testing.T) {
 	f.source(t, "orders.yaml", "orders", "src", "copy", "^schedule: \"@every 1h\"")
 	f.db.Exec(t, `CREATE TABLE members (member_id bigint PRIMARY KEY, last_purchase_at timestamptz NOT NULL)`)
 	f.db.Exec(t, `INSERT INTO members SELECT g, now() - interval '1 year' FROM generate_series(1, 10) g`)
-	campaign := fmt.Sprintf(`name: comeback
-schedule: "0 2 1 10 *"
-source:
-  dsn: %s
-  table: public.members
-  cursor: [member_id]
-  where: "last_purchase_at < :as_of - interval '180 days'"
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.coupon_grants
-  campaign: comeback
-`, f.dsn(), f.dsn())
+	campaign := testutil.CampaignYAML("comeback", "0 2 1 10 *", f.dsn(), "comeback")
 	if err := os.WriteFile(filepath.Join(f.dir, "comeback.yaml"), []byte(campaign), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -53,25 +40,6 @@ sink:
 	}
 }
 
-// campaignYAML is a coupon campaign of the fixture's members on schedule,
-// granting in pages of 400.
-func campaignYAML(f *fixture, name, schedule string) string {
-	return fmt.Sprintf(`name: %s
-schedule: "%s"
-source:
-  dsn: %s
-  table: public.members
-  cursor: [member_id]
-  where: "last_purchase_at < :as_of - interval '180 days'"
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.coupon_grants
-  campaign: %s
-  grant_page_size: 400
-`, name, schedule, f.dsn(), f.dsn(), name)
-}
-
 // Two campaigns and a table source take turns on the daemon's pooled
 // sessions (one run at a time), year after year. Each campaign grants its
 // own frozen targets exactly once, page by page; its next year's tick
@@ -87,7 +55,7 @@ func TestCampaignsTakeTurnsOnThePooledSessions(t *testing.T) {
 	// 3,000 members, two in five dormant for a year: 1,200 targets.
 	f.db.Exec(t, `INSERT INTO members SELECT g, CASE WHEN g % 5 < 2 THEN now() - interval '1 year' ELSE now() - interval '1 day' END FROM generate_series(1, 3000) g`)
 	for name, schedule := range map[string]string{"spring": "0 2 1 3 *", "autumn": "0 2 1 10 *"} {
-		if err := os.WriteFile(filepath.Join(f.dir, name+".yaml"), []byte(campaignYAML(f, name, schedule)), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(f.dir, name+".yaml"), []byte(testutil.CampaignYAML(name, schedule, f.dsn(), name, "grant_page_size: 400")), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,12 +2,12 @@ package reconcile_test
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/syncd/syncd/internal/pgtest"
+	"github.com/syncd/syncd/internal/testutil"
 )
 
 // TestCLICouponGrants drives `syncd reconcile` on a coupon_grants source
@@ -21,18 +21,7 @@ INSERT INTO public.members SELECT i, now() - CASE WHEN i % 2 = 0 THEN interval '
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "comeback.yaml")
 	state := filepath.Join(dir, "state.db")
-	yaml := fmt.Sprintf(`name: comeback
-source:
-  dsn: %s
-  table: public.members
-  cursor: [member_id]
-  where: "last_purchase_at < :as_of - interval '180 days'"
-sink:
-  type: coupon_grants
-  dsn: %s
-  table: public.coupon_grants
-  campaign: comeback-1
-`, db.URL, db.URL)
+	yaml := testutil.CampaignYAML("comeback", "", db.URL, "comeback-1")
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
