@@ -385,6 +385,15 @@ func checkOn(ctx context.Context, kinds *kind.Registry, sess *sessions, cfg *con
 			warnings = append(warnings, iw)
 		}
 	}
+	if plan { // a table copy, by cursor or in compare mode
+		rw, err := src.RowSecurityWarning(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if rw != "" {
+			warnings = append(warnings, rw)
+		}
+	}
 	if k.Check != nil { // a table copy of a kind with checks of its own
 		w, err := k.Check(ctx, cfg, src)
 		if err != nil {

@@ -196,14 +196,16 @@ func (r *Reader) IndexWarning(ctx context.Context) (string, error) {
 // blind to changes (track_counts off), or off for the table. The planner
 // then guesses the page query's plan for good, and a guess can sort the
 // whole table on every page. A table smaller than 16 pages gets no advice
-// (sorting it costs nothing), nor does a partitioned one: autovacuum never
+// (sorting it costs nothing), nor does a partitioned one (autovacuum never
 // ANALYZEs a partitioned table itself, and the page query is planned with
-// its partitions' statistics.
+// its partitions' statistics), nor one whose row-level security applies
+// to the source role: pg_stats hides such a table's statistics from the
+// role, so their absence there proves nothing.
 func (r *Reader) statsWarning(ctx context.Context) (string, error) {
 	table := pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)
 	var why string
 	if err := r.conn.QueryRow(ctx, `SELECT CASE
-  WHEN c.relkind = 'p' OR pg_relation_size(c.oid) < $2 THEN ''
+  WHEN c.relkind = 'p' OR pg_relation_size(c.oid) < $2 OR c.relrowsecurity AND row_security_active(c.oid) THEN ''
   WHEN NOT current_setting('autovacuum')::bool THEN 'autovacuum is off on the server'
   WHEN NOT current_setting('track_counts')::bool THEN 'track_counts is off on the server, so autovacuum never sees the table change'
   WHEN EXISTS (SELECT FROM pg_options_to_table(c.reloptions) o WHERE o.option_name = 'autovacuum_enabled' AND NOT o.option_value::bool)
@@ -217,4 +219,23 @@ FROM pg_class c WHERE c.oid = $1::regclass`, table, smallTable).Scan(&why); err 
 	}
 	return fmt.Sprintf("%s has no planner statistics and nothing will gather them (%s): the page query's plan is a guess, which can sort the whole table on every page; run ANALYZE %s, and again after large changes",
 		r.table.Ident, why, table), nil
+}
+
+// RowSecurityWarning is validate's warning for a table whose row-level
+// security applies to the source role ("" when it does not): the role
+// reads only the rows its policies show it, so syncd copies, and
+// reconcile compares, only those, and no run can tell that rows are
+// missing from the copy.
+func (r *Reader) RowSecurityWarning(ctx context.Context) (string, error) {
+	var active bool
+	var role string
+	if err := r.conn.QueryRow(ctx, `SELECT c.relrowsecurity AND row_security_active(c.oid), current_user FROM pg_class c WHERE c.oid = $1::regclass`,
+		pgutil.Qualified(r.table.Ident.Schema, r.table.Ident.Name)).Scan(&active, &role); err != nil {
+		return "", fmt.Errorf("read whether row-level security of %s applies: %w", r.table.Ident, err)
+	}
+	if !active {
+		return "", nil
+	}
+	return fmt.Sprintf("row-level security of %s applies to the source role %s: syncd copies, and reconcile compares, only the rows its policies show that role; if the copy must hold every row, read with a role that has BYPASSRLS (or owns the table, when the table does not force row-level security)",
+		r.table.Ident, pgutil.Ident(role)), nil
 }

@@ -111,6 +111,7 @@ type Checker interface {
 	CreateIndex() string
 	IndexWarning(ctx context.Context) (string, error)
 	LocalTimeWarning(ctx context.Context) (string, error)
+	RowSecurityWarning(ctx context.Context) (string, error)
 }
 
 var _ Checker = (*Reader)(nil)
