@@ -223,7 +223,8 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 	t.Helper()
 	ks := killStats{startup: 40 * time.Millisecond} // exec to first page, then measured
 	// A run killed before its first page makes no progress (a campaign's
-	// freeze, for one, takes a while): the next delay grows until one does.
+	// freeze, for one, takes a while): the next delay grows until one does;
+	// a run that finishes first makes the next delay shorter.
 	cur := spread
 	for ks.live < kills {
 		ks.attempts++
@@ -266,10 +267,15 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 		if killed && pages > 0 {
 			ks.inLoop++
 		}
-		if killed && pages == 0 {
+		// A kill that lands before the first page waits longer next time;
+		// a run that finished by itself (on a fast host the copy catches
+		// up, and a run is then only its start-up and a page or two) is
+		// killed sooner next time.
+		switch {
+		case killed && pages == 0:
 			cur = min(cur*2, 10*time.Second)
-		} else {
-			cur = spread
+		case !killed:
+			cur = max(cur/2, time.Millisecond)
 		}
 		after(ks.attempts, lastLogged)
 	}
