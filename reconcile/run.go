@@ -188,6 +188,9 @@ func open(ctx context.Context, cfg *config.Config, states StateReader, o Options
 	if err != nil {
 		return nil, nil, false, closeAll, err
 	}
+	// A source role that row-level security filters compares, and repairs
+	// the copy to, only the rows its policies show it: said once.
+	opened.WarnRowSecurity(ctx, log)
 	var src pgSource = opened
 	dstTable := cfg.Sink.Ident
 	var guard keyGuard

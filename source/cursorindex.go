@@ -3,9 +3,11 @@ package source
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/syncd/syncd/internal/pgutil"
@@ -238,4 +240,29 @@ func (r *Reader) RowSecurityWarning(ctx context.Context) (string, error) {
 	}
 	return fmt.Sprintf("row-level security of %s applies to the source role %s: syncd copies, and reconcile compares, only the rows its policies show that role; if the copy must hold every row, read with a role that has BYPASSRLS (or owns the table, when the table does not force row-level security)",
 		r.table.Ident, pgutil.Ident(role)), nil
+}
+
+// rowSecurityRead holds the sources (config name, DSN without password,
+// table) whose row-level security this process has read.
+var rowSecurityRead sync.Map
+
+// WarnRowSecurity logs RowSecurityWarning the first time this process
+// reads the table of this source (runs and reconciles after it read
+// nothing): a run or reconcile that was never validated says it too. A
+// catalog that cannot be read is only noted at debug level; nothing
+// depends on it.
+func (r *Reader) WarnRowSecurity(ctx context.Context, log *slog.Logger) {
+	key := r.cfg.Name + "\x00" + pgutil.Describe(r.cfg.Source.DSN) + "\x00" + r.table.Ident.String()
+	if _, seen := rowSecurityRead.Load(key); seen {
+		return
+	}
+	w, err := r.RowSecurityWarning(ctx)
+	if err != nil {
+		log.Debug("row-level security of the source not read", "err", err)
+		return
+	}
+	rowSecurityRead.Store(key, true)
+	if w != "" {
+		log.Warn(w)
+	}
 }

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -105,13 +106,15 @@ var _ BinaryReader = (*Reader)(nil)
 // an index serves the page query (CheckCursorIndex, CreateIndex, and
 // validate's IndexWarning, which also checks the page query's plan), and
 // whether its writers stamp local time into a column without a time zone
-// (LocalTimeWarning).
+// (LocalTimeWarning), and whose row-level security applies to the source
+// role (RowSecurityWarning; WarnRowSecurity logs it once per process).
 type Checker interface {
 	CheckCursorIndex(ctx context.Context) (CursorIndex, error)
 	CreateIndex() string
 	IndexWarning(ctx context.Context) (string, error)
 	LocalTimeWarning(ctx context.Context) (string, error)
 	RowSecurityWarning(ctx context.Context) (string, error)
+	WarnRowSecurity(ctx context.Context, log *slog.Logger)
 }
 
 var _ Checker = (*Reader)(nil)

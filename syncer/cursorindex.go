@@ -23,6 +23,7 @@ func (r *runner) checkIndex(ctx context.Context, from source.Source) {
 	if !ok {
 		return
 	}
+	src.WarnRowSecurity(ctx, r.log)
 	if ci := r.o.Schema.cursorIndex(r.c, r.src); ci != nil {
 		// The table's indexes and statistics are as the last run read them.
 		r.res.CursorIndex = ci

@@ -286,7 +286,9 @@ func TestLeastPrivilegeCoupon(t *testing.T) {
 // role sees, and syncd copies, only the rows its policy shows, and
 // validate says so, naming the role; it does not also advise an ANALYZE
 // the role cannot see (pg_stats hides the statistics of such a table from
-// it). With BYPASSRLS the role reads every row and the warning is gone.
+// it). run --once and reconcile log the same warning. With BYPASSRLS the
+// role reads every row and the warning is gone from all three; without
+// it again, a repairing reconcile deletes the rows the policy hides.
 func TestRowSecurityWarned(t *testing.T) {
 	db := pgtest.NewDB(t)
 	db.Exec(t, `CREATE TABLE orders (id bigint PRIMARY KEY, updated_at timestamptz NOT NULL, note text) WITH (autovacuum_enabled = false)`)
@@ -306,9 +308,12 @@ func TestRowSecurityWarned(t *testing.T) {
 	if r.Code != 0 || !strings.Contains(r.Stdout, warning) || strings.Contains(r.Stdout, "no planner statistics") {
 		t.Fatalf("validate with row-level security on the source: want exit 0 and the row-level security warning only: %s", r)
 	}
+	// A run that was never validated says it too, naming the role.
+	runWarning := "row-level security of public.orders applies to the source role"
 	state := filepath.Join(dir, "state.db")
-	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
-		t.Fatalf("run --once: %s", r)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 ||
+		strings.Count(r.Stderr, runWarning) != 1 || !strings.Contains(r.Stderr, reader) {
+		t.Fatalf("run --once with row-level security on the source: want exit 0 and the row-level security warning once, naming %s: %s", reader, r)
 	}
 	var copied, odd int
 	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE id % 2 = 1) FROM orders_copy`).Scan(&copied, &odd); err != nil {
@@ -318,6 +323,12 @@ func TestRowSecurityWarned(t *testing.T) {
 		t.Fatalf("the copy holds %d rows, %d of them hidden by the policy; want the 1500 the policy shows", copied, odd)
 	}
 
+	// reconcile compares only the rows the policy shows: equal, and said.
+	if r := bin.Run(t, nil, "reconcile", "--source", "rls", "--config", cfg, "--state", state); r.Code != 0 ||
+		strings.Count(r.Stderr, runWarning) != 1 || !strings.Contains(r.Stderr, reader) {
+		t.Fatalf("reconcile with row-level security on the source: want exit 0 and the row-level security warning once, naming %s: %s", reader, r)
+	}
+
 	db.Exec(t, `ALTER ROLE `+reader+` BYPASSRLS`)
 	if r := bin.Run(t, nil, "validate", "--config", cfg); r.Code != 0 || strings.Contains(r.Stdout, "row-level security") {
 		t.Fatalf("validate with a BYPASSRLS source role: want exit 0 and no row-level security warning: %s", r)
@@ -325,10 +336,30 @@ func TestRowSecurityWarned(t *testing.T) {
 	if r := bin.Run(t, nil, "resync", "--config", cfg, "--state", state, "--source", "rls", "--from", "1970-01-01T00:00:00Z"); r.Code != 0 {
 		t.Fatalf("resync: %s", r)
 	}
-	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 {
-		t.Fatalf("run --once after BYPASSRLS: %s", r)
+	if r := bin.Run(t, nil, "run", "--once", "--config", cfg, "--state", state); r.Code != 0 || strings.Contains(r.Stderr, "row-level security") {
+		t.Fatalf("run --once after BYPASSRLS: want exit 0 and no row-level security warning: %s", r)
+	}
+	if r := bin.Run(t, nil, "reconcile", "--source", "rls", "--config", cfg, "--state", state); r.Code != 0 || strings.Contains(r.Stderr, "row-level security") {
+		t.Fatalf("reconcile after BYPASSRLS: want exit 0 and no row-level security warning: %s", r)
 	}
 	if missing, extra := diff(t, db, "orders", "orders_copy"); missing != 0 || extra != 0 {
 		t.Fatalf("with BYPASSRLS the copy differs from the table: %d missing, %d extra", missing, extra)
+	}
+
+	// The policy applies again: reconcile finds the rows it hides extra in
+	// the copy, and a repair deletes them (the copy is the role's view).
+	db.Exec(t, `ALTER ROLE `+reader+` NOBYPASSRLS`)
+	if r := bin.Run(t, nil, "reconcile", "--source", "rls", "--config", cfg, "--state", state); r.Code != 1 ||
+		!strings.Contains(r.Stderr, "0 missing, 1500 extra, 0 changed") || strings.Count(r.Stderr, runWarning) != 1 {
+		t.Fatalf("reconcile once the policy applies again: want exit 1, 1500 extra rows and the warning: %s", r)
+	}
+	if r := bin.Run(t, nil, "reconcile", "--source", "rls", "--repair", "--config", cfg, "--state", state); r.Code != 0 {
+		t.Fatalf("reconcile --repair once the policy applies again: %s", r)
+	}
+	if err := db.Pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE id % 2 = 1) FROM orders_copy`).Scan(&copied, &odd); err != nil {
+		t.Fatal(err)
+	}
+	if copied != 1500 || odd != 0 {
+		t.Fatalf("after the repair the copy holds %d rows, %d of them hidden by the policy; want the 1500 the policy shows", copied, odd)
 	}
 }
