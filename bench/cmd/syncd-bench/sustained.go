@@ -90,8 +90,8 @@ func (b *bench) sustainedBehind(t *table, st *sustainState, n int, dur time.Dura
 		limit:  "schedule 1s",
 		ratio:  "-",
 		target: "p99 <= 2s (schedule + 1s)",
-		note: fmt.Sprintf("MISSED: %s; %d rows changed (%.0f rows/s achieved), %d sampled rows (1 in %d) still not in the copy %s after the writers stopped; lag %s; syncd CPU %.2f s per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s; the WAL row needs a copy that caught up",
-			"the daemon did not keep up", st.rows, float64(st.rows)/st.stopped.Sub(st.start).Seconds(), e.left, sampleMod, e.wait, lag, 1000*cpu/float64(st.rows), cpu, fmtMB(hwm), runs),
+		note: fmt.Sprintf("MISSED: %s; %d rows changed (%.0f rows/s achieved), %d sampled rows (1 in %d) still not in the copy %s after the writers stopped; lag %s; syncd CPU %.1f ms per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s; the WAL row needs a copy that caught up",
+			"the daemon did not keep up", st.rows, float64(st.rows)/st.stopped.Sub(st.start).Seconds(), e.left, sampleMod, e.wait, lag, 1e6*cpu/float64(st.rows), cpu, fmtMB(hwm), runs),
 	})
 }
 
@@ -275,8 +275,8 @@ func (b *bench) sustained(ctx context.Context, t *table) error {
 		limit:  "schedule 1s",
 		ratio:  fmt.Sprintf("p99 %.2fs", p99.Seconds()),
 		target: "p99 <= 2s (schedule + 1s)",
-		note: fmt.Sprintf("achieved %.0f rows/s (%d changed rows, %d inserts); the copy caught up %s after the writers stopped; lag of %d sampled row versions (ids divisible by %d), %d overwritten before a run; syncd CPU %.2f s per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s",
-			achieved, st.rows, st.inserted, fmtDur(caught), len(st.lags), sampleMod, st.overrun, 1000*cpu/rows, cpu, fmtMB(hwm), runs),
+		note: fmt.Sprintf("achieved %.0f rows/s (%d changed rows, %d inserts); the copy caught up %s after the writers stopped; lag of %d sampled row versions (ids divisible by %d), %d overwritten before a run; syncd CPU %.1f ms per 1,000 rows (%.1f s in all), peak RSS (VmHWM) %s; %s",
+			achieved, st.rows, st.inserted, fmtDur(caught), len(st.lags), sampleMod, st.overrun, 1e6*cpu/rows, cpu, fmtMB(hwm), runs),
 	})
 	t.add(row{
 		name:   "sustained change: sink WAL per changed row",
