@@ -242,27 +242,37 @@ func (r *Reader) RowSecurityWarning(ctx context.Context) (string, error) {
 		r.table.Ident, pgutil.Ident(role)), nil
 }
 
-// rowSecurityRead holds the sources (config name, DSN without password,
-// table) whose row-level security this process has read.
-var rowSecurityRead sync.Map
+// warnedOnce holds the warnings (kind, config name, DSN without password,
+// table) this process has checked for.
+var warnedOnce sync.Map
 
-// WarnRowSecurity logs RowSecurityWarning the first time this process
-// reads the table of this source (runs and reconciles after it read
-// nothing): a run or reconcile that was never validated says it too. A
-// catalog that cannot be read is only noted at debug level; nothing
-// depends on it.
-func (r *Reader) WarnRowSecurity(ctx context.Context, log *slog.Logger) {
-	key := r.cfg.Name + "\x00" + pgutil.Describe(r.cfg.Source.DSN) + "\x00" + r.table.Ident.String()
-	if _, seen := rowSecurityRead.Load(key); seen {
+// warnOnce logs check's warning the first time this process checks it for
+// this source and table; later runs and reconciles ask nothing. A catalog
+// that cannot be read is only noted at debug level (and asked again next
+// time): nothing depends on it.
+func (r *Reader) warnOnce(ctx context.Context, log *slog.Logger, kind string, check func(context.Context) (string, error)) {
+	key := kind + "\x00" + r.cfg.Name + "\x00" + pgutil.Describe(r.cfg.Source.DSN) + "\x00" + r.table.Ident.String()
+	if _, seen := warnedOnce.Load(key); seen {
 		return
 	}
-	w, err := r.RowSecurityWarning(ctx)
+	w, err := check(ctx)
 	if err != nil {
-		log.Debug("row-level security of the source not read", "err", err)
+		log.Debug("source not checked: "+kind, "err", err)
 		return
 	}
-	rowSecurityRead.Store(key, true)
+	warnedOnce.Store(key, true)
 	if w != "" {
 		log.Warn(w)
 	}
+}
+
+// WarnRowSecurity logs RowSecurityWarning once per process, source and
+// table: a run or reconcile that was never validated says it too.
+func (r *Reader) WarnRowSecurity(ctx context.Context, log *slog.Logger) {
+	r.warnOnce(ctx, log, "row-level security", r.RowSecurityWarning)
+}
+
+// WarnLocalTime logs LocalTimeWarning once per process, source and table.
+func (r *Reader) WarnLocalTime(ctx context.Context, log *slog.Logger) {
+	r.warnOnce(ctx, log, "TimeZone of the writers", r.LocalTimeWarning)
 }

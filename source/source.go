@@ -107,7 +107,7 @@ var _ BinaryReader = (*Reader)(nil)
 // validate's IndexWarning, which also checks the page query's plan), and
 // whether its writers stamp local time into a column without a time zone
 // (LocalTimeWarning), and whose row-level security applies to the source
-// role (RowSecurityWarning; WarnRowSecurity logs it once per process).
+// role (RowSecurityWarning); the Warn methods log each once per process.
 type Checker interface {
 	CheckCursorIndex(ctx context.Context) (CursorIndex, error)
 	CreateIndex() string
@@ -115,6 +115,7 @@ type Checker interface {
 	LocalTimeWarning(ctx context.Context) (string, error)
 	RowSecurityWarning(ctx context.Context) (string, error)
 	WarnRowSecurity(ctx context.Context, log *slog.Logger)
+	WarnLocalTime(ctx context.Context, log *slog.Logger)
 }
 
 var _ Checker = (*Reader)(nil)

@@ -86,29 +86,15 @@ func readBound(ctx context.Context, src source.Source, c *config.Config, w waits
 			log.Warn(w)
 		}
 	}
-	warnLocalTime(ctx, src, c, log)
+	warnLocalTime(ctx, src, log)
 	logHolders(ctx, b, src.Table().Temporal, c, w, log)
 	return b, nil
 }
 
 // warnLocalTime logs source.LocalTimeWarning once per process and source.
-func warnLocalTime(ctx context.Context, from source.Source, c *config.Config, log *slog.Logger) {
-	src, ok := from.(source.Checker)
-	if !ok {
-		return
-	}
-	key := "localtime\x00" + c.Name + "\x00" + pgutil.Describe(c.Source.DSN)
-	if _, seen := blindWarned.Load(key); seen {
-		return
-	}
-	w, err := src.LocalTimeWarning(ctx)
-	if err != nil {
-		log.Debug("TimeZone of the source's writers unknown", "err", err)
-		return
-	}
-	blindWarned.Store(key, true)
-	if w != "" {
-		log.Warn(w)
+func warnLocalTime(ctx context.Context, from source.Source, log *slog.Logger) {
+	if src, ok := from.(source.Checker); ok {
+		src.WarnLocalTime(ctx, log)
 	}
 }
 
