@@ -106,8 +106,9 @@ var _ BinaryReader = (*Reader)(nil)
 // an index serves the page query (CheckCursorIndex, CreateIndex, and
 // validate's IndexWarning, which also checks the page query's plan), and
 // whether its writers stamp local time into a column without a time zone
-// (LocalTimeWarning), and whose row-level security applies to the source
-// role (RowSecurityWarning); the Warn methods log each once per process.
+// (LocalTimeWarning), and whether the table's row-level security applies
+// to the source role (RowSecurityWarning). WarnLocalTime and
+// WarnRowSecurity log those two once per process, source and table.
 type Checker interface {
 	CheckCursorIndex(ctx context.Context) (CursorIndex, error)
 	CreateIndex() string
