@@ -17,7 +17,9 @@ var indexWarned saidonce.Set
 // in cursor order, records it in the result and, the first time this
 // process finds it missing, logs a warning: without it every page reads
 // and sorts the whole table. A catalog that cannot be read is only noted:
-// the run does not depend on it.
+// the run does not depend on it. The first run of a source in this
+// process also logs whether its row-level security filters the source
+// role (source.Reader.WarnRowSecurity).
 func (r *runner) checkIndex(ctx context.Context, from source.Source) {
 	src, ok := from.(source.Checker)
 	if !ok {

@@ -267,14 +267,16 @@ func killLoop(t *testing.T, cfg, state string, kills int, spread time.Duration, 
 		if killed && pages > 0 {
 			ks.inLoop++
 		}
-		// A kill that lands before the first page waits longer next time;
-		// a run that finished by itself (on a fast host the copy catches
-		// up, and a run is then only its start-up and a page or two) is
-		// killed sooner next time.
+		// A kill that lands before the first page waits longer next time,
+		// one in the page loop at most spread; a run that finished by
+		// itself (on a fast host the copy catches up, and a run is then
+		// only its start-up and a page or two) is killed sooner next time.
 		switch {
 		case killed && pages == 0:
 			cur = min(cur*2, 10*time.Second)
-		case !killed:
+		case killed:
+			cur = min(cur, spread)
+		default:
 			cur = max(cur/2, time.Millisecond)
 		}
 		after(ks.attempts, lastLogged)
